@@ -1,0 +1,4 @@
+"""Middleware Hub project package; exposes the Celery app so shared tasks bind to it."""
+from .celery import app as celery_app
+
+__all__ = ("celery_app",)

@@ -1,0 +1,13 @@
+"""Root URL configuration: admin, the versioned API and its OpenAPI schema and docs."""
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("plugins_app.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+]
