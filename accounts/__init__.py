@@ -1,0 +1,1 @@
+"""Accounts, their members and the API keys the platform authenticates with."""

@@ -1,0 +1,48 @@
+"""DRF authentication by account API key sent as `Authorization: Bearer mh_...`."""
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+
+from .models import ApiKey
+
+INVALID_KEY_MESSAGE = "invalid or revoked API key"
+
+
+class ApiPrincipal:
+    """The `request.user` of an API request: the account a key belongs to, not a Django user."""
+
+    is_authenticated = True
+    is_anonymous = False
+
+    def __init__(self, account):
+        self.account = account
+
+    def __str__(self):
+        return f"api:{self.account}"
+
+    def __repr__(self):
+        return f"<ApiPrincipal account={self.account.pk}>"
+
+
+class ApiKeyAuthentication(BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        parts = get_authorization_header(request).split()
+        if not parts or parts[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(parts) != 2:
+            raise AuthenticationFailed(INVALID_KEY_MESSAGE)
+        try:
+            raw_key = parts[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed(INVALID_KEY_MESSAGE) from None
+
+        api_key = ApiKey.lookup(raw_key)
+        if api_key is None:
+            raise AuthenticationFailed(INVALID_KEY_MESSAGE)
+        api_key.mark_used()
+        return ApiPrincipal(api_key.account), api_key
+
+    def authenticate_header(self, request):
+        # A WWW-Authenticate value makes DRF answer 401 rather than 403.
+        return f'{self.keyword} realm="api"'

@@ -1,0 +1,163 @@
+"""Accounts, memberships of Django users in them, and hashed API keys."""
+import hashlib
+import hmac
+import secrets
+import string
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+KEY_SCHEME = "mh"
+PREFIX_LENGTH = 8
+SECRET_LENGTH = 32
+# Letters and digits only: URL-safe, selectable with a double click, and never
+# confused with the "_" separators.
+KEY_ALPHABET = string.ascii_letters + string.digits
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _random_string(length):
+    return "".join(secrets.choice(KEY_ALPHABET) for _ in range(length))
+
+
+def hash_key(raw_key):
+    """Hex SHA-256 of a raw key; the secret is random enough that no salt or stretching is needed."""
+    return hashlib.sha256(raw_key.encode("utf-8")).hexdigest()
+
+
+def parse_key(raw_key):
+    """Return the prefix of a well-formed `mh_<prefix>_<secret>` key, or None."""
+    if not isinstance(raw_key, str):
+        return None
+    parts = raw_key.split("_")
+    if len(parts) != 3:
+        return None
+    scheme, prefix, secret = parts
+    if scheme != KEY_SCHEME or len(prefix) != PREFIX_LENGTH or len(secret) != SECRET_LENGTH:
+        return None
+    if not all(char in KEY_ALPHABET for char in prefix + secret):
+        return None
+    return prefix
+
+
+class Account(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    hooks_version = models.PositiveBigIntegerField(
+        default=0,
+        help_text="Change marker: bumped whenever the account's installed hooks change.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        ADMIN = "admin", "Admin"
+        AUDITOR = "auditor", "Auditor"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "account"], name="accounts_membership_user_account_unique"),
+        ]
+        ordering = ["account__name", "user__username"]
+
+    def __str__(self):
+        return f"{self.user} ({self.role}) in {self.account}"
+
+
+class ApiKeyQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(revoked_at__isnull=True)
+
+    def revoke(self):
+        """Revoke every still-active key in the queryset; returns how many were revoked."""
+        return self.active().update(revoked_at=timezone.now())
+
+
+class ApiKey(models.Model):
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=12, unique=True, editable=False)  # unique implies an index
+    hashed = models.CharField(max_length=64, editable=False, help_text="Hex SHA-256 of the raw key.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self):
+        return f"{self.account} / {self.name or self.prefix}"
+
+    @property
+    def is_active(self):
+        return self.revoked_at is None
+
+    @classmethod
+    def issue(cls, account, name=""):
+        """Create a key for `account`; returns (api_key, raw_key). The raw key is not stored anywhere."""
+        api_key = cls(account=account, name=name)
+        raw_key = api_key.save_with_new_secret()
+        return api_key, raw_key
+
+    def save_with_new_secret(self):
+        """Give this unsaved key a fresh prefix and secret, insert it, and return the raw key."""
+        if not self._state.adding:
+            raise ValueError("an existing API key cannot be given a new secret; issue a new key")
+        for attempt in range(3):
+            self.prefix = _random_string(PREFIX_LENGTH)
+            raw_key = f"{KEY_SCHEME}_{self.prefix}_{_random_string(SECRET_LENGTH)}"
+            self.hashed = hash_key(raw_key)
+            try:
+                with transaction.atomic():
+                    self.save(force_insert=True)
+            except IntegrityError:
+                # Only a prefix collision (about one in 10^14) is worth another draw.
+                if attempt == 2 or not ApiKey.objects.filter(prefix=self.prefix).exists():
+                    raise
+            else:
+                return raw_key
+
+    @classmethod
+    def lookup(cls, raw_key):
+        """The active key matching `raw_key` (with its account loaded), or None."""
+        prefix = parse_key(raw_key)
+        if prefix is None:
+            return None
+        api_key = cls.objects.active().select_related("account").filter(prefix=prefix).first()
+        if api_key is None or not hmac.compare_digest(api_key.hashed, hash_key(raw_key)):
+            return None
+        return api_key
+
+    def revoke(self):
+        if self.revoked_at is None:
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])
+
+    def mark_used(self, now=None):
+        """Record use, writing at most once per LAST_USED_RESOLUTION rather than on every request."""
+        now = now or timezone.now()
+        if self.last_used_at is not None and now - self.last_used_at < LAST_USED_RESOLUTION:
+            return
+        # The conditional filter keeps concurrent requests from all writing.
+        stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+        ApiKey.objects.filter(stale, pk=self.pk).update(last_used_at=now)
+        self.last_used_at = now

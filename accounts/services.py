@@ -1,0 +1,58 @@
+"""Account, API key and membership operations shared by commands, the admin and demo loaders."""
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from .models import Account, ApiKey, Membership
+
+ACCOUNT_NAME_MAX_LENGTH = Account._meta.get_field("name").max_length
+
+
+def get_or_create_account(name):
+    """The account called `name` (surrounding whitespace ignored), created if missing."""
+    name = (name or "").strip()
+    if not name:
+        raise ValueError("account name must not be empty")
+    if len(name) > ACCOUNT_NAME_MAX_LENGTH:
+        raise ValueError(f"account name must be at most {ACCOUNT_NAME_MAX_LENGTH} characters")
+    account, _ = Account.objects.get_or_create(name=name)
+    return account
+
+
+@transaction.atomic
+def create_api_key(account_name, key_name=""):
+    """Issue a key for the account (created if missing) and return the raw key, shown only once."""
+    account = get_or_create_account(account_name)
+    _, raw_key = ApiKey.issue(account, name=key_name)
+    return raw_key
+
+
+@transaction.atomic
+def add_member(account_name, username, role, password=None):
+    """Give `username` `role` in the account, creating either if missing; returns (user, created).
+
+    Members are staff so they can log into the admin. An existing user's password
+    changes only when `password` is given; a new user without one cannot log in.
+    """
+    if role not in Membership.Role.values:
+        raise ValueError(f"role must be one of {', '.join(Membership.Role.values)}")
+    if not username:
+        raise ValueError("username must not be empty")
+    account = get_or_create_account(account_name)
+
+    user_model = get_user_model()
+    user, created = user_model.objects.get_or_create(username=username, defaults={"is_staff": True})
+    changed = []
+    if password:
+        user.set_password(password)
+        changed.append("password")
+    elif created:
+        user.set_unusable_password()
+        changed.append("password")
+    if not user.is_staff:
+        user.is_staff = True
+        changed.append("is_staff")
+    if changed:
+        user.save(update_fields=changed)
+
+    Membership.objects.update_or_create(user=user, account=account, defaults={"role": role})
+    return user, created
