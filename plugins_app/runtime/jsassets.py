@@ -1,0 +1,40 @@
+"""Locates and caches the JavaScript the engine loads: SES, TypeScript, the harness, the compiler."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+JS_DIR = Path(__file__).resolve().parent / "js"
+NODE_MODULES = JS_DIR / "node_modules"
+
+
+class MissingAsset(RuntimeError):
+    pass
+
+
+def _read(path: Path) -> str:
+    if not path.exists():
+        raise MissingAsset(
+            f"{path} is missing: run `make install` (npm ci in {JS_DIR}) to fetch the engine's JavaScript")
+    return path.read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=None)
+def ses_source() -> str:
+    return _read(NODE_MODULES / "ses" / "dist" / "ses.umd.min.js")
+
+
+@lru_cache(maxsize=None)
+def typescript_source() -> str:
+    return _read(NODE_MODULES / "typescript" / "lib" / "typescript.js")
+
+
+@lru_cache(maxsize=None)
+def harness_source() -> str:
+    return _read(JS_DIR / "harness.js")
+
+
+@lru_cache(maxsize=None)
+def compiler_source() -> str:
+    return _read(JS_DIR / "compiler.js")
