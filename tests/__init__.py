@@ -1,0 +1,1 @@
+"""Middleware Hub test suite."""
