@@ -1,0 +1,41 @@
+"""Fixtures for runtime tests: a real engine pool, no database."""
+
+import itertools
+
+import pytest
+
+from plugins_app.runtime.chain import Handler, run_chain
+from plugins_app.runtime.hooks import HOOKS
+from plugins_app.runtime.pool import EnginePool
+
+_ids = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def pool():
+    pool = EnginePool(size=2)
+    yield pool
+    pool.shutdown()
+
+
+@pytest.fixture
+def make_handler(pool):
+    def make(source, language="javascript", slug=None, config=None):
+        compiled = pool.compile(source, language)
+        assert not compiled["errors"], compiled["errors"]
+        n = next(_ids)
+        return Handler(str(n), slug or f"plugin-{n}", f"hash-{n}", compiled["code"], config or {})
+    return make
+
+
+@pytest.fixture
+def chain(pool):
+    accounts = itertools.count(1)
+
+    def run(hook, handlers, context, account=None, **kw):
+        return run_chain(pool, account or f"acct-{next(accounts)}", HOOKS[hook], handlers, context, **kw)
+    return run
+
+
+PROMPT_CONTEXT = {"sessionId": "1", "agentId": "2", "sessionKind": "direct", "systemPrompt": "base"}
+INBOUND_CONTEXT = {"sessionId": "1", "channelId": None, "text": "hello", "mediaIds": []}
