@@ -122,6 +122,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_RENDERER_CLASSES": _renderers,
+    "DEFAULT_PARSER_CLASSES": ["plugins_app.api.parsers.LimitedJSONParser"],
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -156,6 +157,8 @@ CELERY_TIMEZONE = TIME_ZONE
 # Hook engine (plugins_app.runtime).
 HOOK_ENGINE_PROCESSES = int(env("HOOK_ENGINE_PROCESSES", 2))
 HOOK_ISOLATE_MEMORY_MB = int(env("HOOK_ISOLATE_MEMORY_MB", 128))
+# Usage metering is buffered and written every N seconds (0 writes on every call).
+HUB_METERING_FLUSH_SECONDS = float(env("HUB_METERING_FLUSH_SECONDS", 2))
 
 LOGGING = {
     "version": 1,

@@ -1,7 +1,9 @@
-"""App configuration for plugins_app (placeholder until the plugins engineer replaces it)."""
+"""App configuration for plugins_app."""
+
 from django.apps import AppConfig
 
 
 class PluginsAppConfig(AppConfig):
     name = "plugins_app"
+    verbose_name = "Plugins and hooks"
     default_auto_field = "django.db.models.BigAutoField"

@@ -1,4 +1,42 @@
-"""API error handling (placeholder: DRF's default handler until the plugins engineer replaces it)."""
-from rest_framework.views import exception_handler
+"""The one place API errors become responses: {"error": {"code", "message", ...}}."""
 
-__all__ = ["exception_handler"]
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from plugins_app.errors import HubError, PayloadTooLarge
+
+
+def _message(detail) -> str:
+    if isinstance(detail, dict):
+        field, value = next(iter(detail.items()))
+        return f"{field}: {_message(value)}"
+    if isinstance(detail, list):
+        return _message(detail[0]) if detail else "invalid"
+    return str(detail)
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge("the request body is over the 1 MiB limit")
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "not found")
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    body = {"code": getattr(exc, "default_code", "error"), "message": _message(response.data)}
+    if isinstance(exc, HubError):
+        body["code"] = exc.default_code
+        body.update(exc.extra)
+    elif isinstance(exc, exceptions.ValidationError) and isinstance(response.data, dict):
+        body["code"] = "invalid"
+        body["fields"] = response.data
+    if response.status_code == status.HTTP_401_UNAUTHORIZED:
+        body["code"] = "unauthenticated"
+    return Response({"error": body}, status=response.status_code, headers=_auth_headers(response))
+
+
+def _auth_headers(response) -> dict:
+    return {k: v for k, v in response.items() if k.lower() == "www-authenticate"}

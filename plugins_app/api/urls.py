@@ -1,2 +1,16 @@
-"""API v1 routes (placeholder until the plugins engineer replaces it)."""
-urlpatterns = []
+"""URLs of the platform API, mounted at /api/v1/."""
+
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("hooks", views.HookListView.as_view(), name="hook-list"),
+    path("hooks/<str:hook>/execute", views.HookExecuteView.as_view(), name="hook-execute"),
+    path("plugins", views.PluginListView.as_view(), name="plugin-list"),
+    path("plugins/<str:installation_id>", views.PluginDetailView.as_view(), name="plugin-detail"),
+    path("plugins/<str:installation_id>/grant", views.PluginGrantView.as_view(), name="plugin-grant"),
+    path("chains/<str:hook>", views.ChainView.as_view(), name="chain"),
+    path("cancellations", views.CancellationListView.as_view(), name="cancellation-list"),
+    path("warnings", views.WarningListView.as_view(), name="warning-list"),
+]

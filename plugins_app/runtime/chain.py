@@ -27,6 +27,7 @@ class Handler:
     code_hash: str
     code: str
     config: dict = field(default_factory=dict)
+    granted: frozenset = frozenset()
 
 
 @dataclass

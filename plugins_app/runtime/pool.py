@@ -175,9 +175,10 @@ def configure_default_pool(**kwargs) -> EnginePool:
         return _default_pool
 
 
-def default_pool() -> EnginePool:
+def default_pool(**kwargs) -> EnginePool:
+    """The process's shared pool, created with `kwargs` on first use."""
     global _default_pool
     with _default_lock:
         if _default_pool is None:
-            _default_pool = EnginePool()
+            _default_pool = EnginePool(**kwargs)
         return _default_pool

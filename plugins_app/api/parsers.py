@@ -1,0 +1,25 @@
+"""A JSON parser that refuses bodies over the configured size before reading them whole."""
+
+import io
+
+from django.conf import settings
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
+
+from plugins_app.errors import PayloadTooLarge
+
+
+class LimitedJSONParser(JSONParser):
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        request = (parser_context or {}).get("request")
+        length = request.META.get("CONTENT_LENGTH") if request is not None else None
+        if length and str(length).isdigit() and int(length) > limit:
+            raise PayloadTooLarge(f"the request body is over the {limit // 1024} KiB limit")
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if len(raw) > limit:
+            raise PayloadTooLarge(f"the request body is over the {limit // 1024} KiB limit")
+        try:
+            return super().parse(io.BytesIO(raw), media_type, parser_context)
+        except ParseError as exc:
+            raise ParseError(f"the body is not valid JSON: {exc.detail}") from None

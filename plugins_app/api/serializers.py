@@ -1,0 +1,107 @@
+"""Request and response shapes of the API; ids leave the hub as strings."""
+
+from rest_framework import serializers
+
+from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Installation
+from plugins_app.runtime.chain import ChainResult
+
+
+class StrIdField(serializers.Field):
+    def to_representation(self, value):
+        return None if value is None else str(value)
+
+
+class ExecuteRequestSerializer(serializers.Serializer):
+    context = serializers.JSONField()
+    hop = serializers.JSONField(required=False, default=0)
+    turnId = serializers.JSONField(required=False, default="")
+
+
+class InstallRequestSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, required=False)
+    source = serializers.CharField(trim_whitespace=False, required=False)
+    language = serializers.ChoiceField(choices=["typescript", "javascript"], default="typescript")
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+    grant = serializers.ListField(child=serializers.CharField(), required=False)
+    catalog = serializers.CharField(required=False)
+    settings = serializers.DictField(required=False)
+
+    def validate(self, attrs):
+        if "catalog" not in attrs and ("name" not in attrs or "source" not in attrs):
+            raise serializers.ValidationError({"source": "give name and source, or catalog"})
+        return attrs
+
+
+class InstallationSerializer(serializers.ModelSerializer):
+    id = StrIdField(source="pk")
+    installationId = StrIdField(source="pk")
+    pluginId = StrIdField(source="plugin_id")
+    plugin = serializers.CharField(source="plugin.slug")
+    name = serializers.CharField(source="plugin.name")
+    description = serializers.CharField(source="plugin.description")
+    language = serializers.CharField(source="plugin.language")
+    version = serializers.CharField(source="plugin.version")
+    official = serializers.BooleanField(source="plugin.is_official")
+    hooks = serializers.JSONField(source="plugin.hooks")
+    hostMembers = serializers.JSONField(source="plugin.host_members")
+    permissions = serializers.JSONField(source="plugin.permissions")
+    granted = serializers.JSONField(source="granted_permissions")
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = Installation
+        fields = ["id", "installationId", "pluginId", "plugin", "name", "description", "language",
+                  "version", "official", "enabled", "hooks", "hostMembers", "permissions", "granted",
+                  "settings", "createdAt"]
+
+
+class ChainEntrySerializer(serializers.ModelSerializer):
+    installationId = StrIdField(source="installation_id")
+    plugin = serializers.CharField(source="installation.plugin.slug")
+    enabled = serializers.BooleanField(source="installation.enabled")
+
+    class Meta:
+        model = ChainEntry
+        fields = ["installationId", "plugin", "position", "enabled"]
+
+
+class CancelLogSerializer(serializers.ModelSerializer):
+    id = StrIdField(source="pk")
+    installationId = StrIdField(source="installation_id")
+    plugin = serializers.CharField(source="plugin_slug")
+    sessionId = serializers.CharField(source="session_id")
+    agentId = serializers.CharField(source="agent_id")
+    turnId = serializers.CharField(source="turn_id")
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = CancelLog
+        fields = ["id", "hook", "installationId", "plugin", "reason", "context", "sessionId", "agentId",
+                  "hop", "turnId", "createdAt"]
+
+
+class HandlerWarningSerializer(serializers.ModelSerializer):
+    id = StrIdField(source="pk")
+    installationId = StrIdField(source="installation_id")
+    plugin = serializers.CharField(source="plugin_slug")
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = HandlerWarning
+        fields = ["id", "hook", "installationId", "plugin", "kind", "message", "createdAt"]
+
+
+def execute_response(result: ChainResult, effects: list) -> dict:
+    c = result.cancellation
+    return {
+        "hook": result.hook,
+        "outcome": result.outcome,
+        "value": result.value,
+        "cancellation": None if c is None else {
+            "installationId": c.installation_id, "plugin": c.plugin, "reason": c.reason},
+        "trace": [{
+            "installationId": t.installation_id, "plugin": t.plugin, "status": t.status,
+            "changed": t.changed, "durationMs": t.duration_ms, "warning": t.warning,
+        } for t in result.trace],
+        "effects": effects,
+    }

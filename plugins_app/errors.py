@@ -1,0 +1,57 @@
+"""The hub's typed errors; the API's exception handler turns each into one JSON answer."""
+
+from rest_framework import status
+from rest_framework.exceptions import APIException
+
+from plugins_app.runtime.hooks import HOOK_NAMES
+
+
+class HubError(APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "bad_request"
+    default_detail = "The request could not be processed."
+
+    def __init__(self, detail=None, code=None, **extra):
+        super().__init__(detail, code)
+        self.extra = extra
+
+
+class InvalidInput(HubError):
+    default_code = "invalid"
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}", field=field)
+
+
+class UnknownHook(HubError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "unknown_hook"
+
+    def __init__(self, name: str):
+        super().__init__(f"unknown hook {name!r}; the hooks are: {', '.join(HOOK_NAMES)}",
+                         hooks=list(HOOK_NAMES))
+
+
+class NotFound(HubError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "not_found"
+
+
+class Conflict(HubError):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+class PayloadTooLarge(HubError):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "payload_too_large"
+
+
+class CompileFailed(HubError):
+    default_code = "compile_error"
+
+    def __init__(self, errors: list[dict]):
+        first = errors[0]
+        super().__init__(
+            f"the plugin does not compile: line {first['line']}, column {first['column']}: {first['message']}",
+            errors=errors)

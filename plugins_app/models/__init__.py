@@ -1,0 +1,7 @@
+"""plugins_app's models, one module per concern."""
+
+from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
+from .plugins import ChainEntry, Installation, Plugin
+
+__all__ = ["CancelLog", "ChainEntry", "HandlerWarning", "ImmutableRecordError", "Installation",
+           "Plugin", "UsageDaily"]

@@ -1,0 +1,90 @@
+"""Plugins (compiled code), their installations in accounts, and each hook's chain order."""
+
+from django.db import models
+from django.db.models import Q
+
+from accounts.models import Account
+from plugins_app.runtime.hooks import HOOK_NAMES
+
+HOOK_CHOICES = [(name, name) for name in HOOK_NAMES]
+
+
+class Plugin(models.Model):
+    class Language(models.TextChoices):
+        TYPESCRIPT = "typescript", "TypeScript"
+        JAVASCRIPT = "javascript", "JavaScript"
+
+    # Null for an official catalog plugin, shared by every account that installs it.
+    account = models.ForeignKey(Account, null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="plugins")
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=100)
+    description = models.TextField(blank=True)
+    version = models.CharField(max_length=32, default="1.0.0")
+    language = models.CharField(max_length=16, choices=Language.choices, default=Language.TYPESCRIPT)
+    source = models.TextField(help_text="The plugin as written.")
+    compiled_js = models.TextField(editable=False)
+    code_hash = models.CharField(max_length=64, editable=False)
+    hooks = models.JSONField(default=list, editable=False, help_text="Hooks the plugin defines.")
+    host_members = models.JSONField(default=list, editable=False,
+                                    help_text="host.* members the code calls.")
+    permissions = models.JSONField(default=list, editable=False,
+                                   help_text="Permissions derived from the host members.")
+    settings_schema = models.JSONField(default=dict, blank=True,
+                                       help_text="Settings the plugin takes (catalog manifest).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["account", "slug"], name="plugin_slug_unique_per_account"),
+            models.UniqueConstraint(fields=["slug"], condition=Q(account__isnull=True),
+                                    name="official_plugin_slug_unique"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_official(self) -> bool:
+        return self.account_id is None
+
+
+class Installation(models.Model):
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="installations")
+    plugin = models.ForeignKey(Plugin, on_delete=models.PROTECT, related_name="installations")
+    enabled = models.BooleanField(default=True)
+    granted_permissions = models.JSONField(default=list, blank=True)
+    settings = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["account", "plugin__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["account", "plugin"], name="one_installation_per_plugin"),
+        ]
+
+    def __str__(self):
+        return f"{self.plugin} in {self.account}"
+
+
+class ChainEntry(models.Model):
+    """One installation's place in one hook's chain; (position, id) orders the chain totally."""
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="chain_entries")
+    hook = models.CharField(max_length=40, choices=HOOK_CHOICES)
+    installation = models.ForeignKey(Installation, on_delete=models.CASCADE, related_name="chain_entries")
+    position = models.PositiveIntegerField(default=0, db_index=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["installation", "hook"], name="one_entry_per_hook"),
+        ]
+        indexes = [models.Index(fields=["account", "hook", "position"])]
+        verbose_name_plural = "chain entries"
+
+    def __str__(self):
+        return f"{self.hook} #{self.position}: {self.installation.plugin}"

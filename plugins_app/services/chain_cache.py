@@ -1,0 +1,78 @@
+"""Per-process cache of each account's chains, keyed by the account's change marker."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from plugins_app.models import ChainEntry
+from plugins_app.runtime.chain import Handler
+
+MAX_ACCOUNTS = 512
+
+
+@dataclass
+class _Entry:
+    version: int
+    chains: dict[str, list[Handler]]
+
+
+class ChainCache:
+    """Bounded LRU. A stale entry is noticed by comparing `Account.hooks_version`, which every
+    change bumps explicitly (bulk updates skip signals, so nothing relies on them)."""
+
+    def __init__(self, max_accounts: int = MAX_ACCOUNTS):
+        self.max_accounts = max_accounts
+        self._data: OrderedDict[int, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.loads = 0
+
+    def chains(self, account) -> dict[str, list[Handler]]:
+        with self._lock:
+            entry = self._data.get(account.pk)
+            if entry is not None and entry.version == account.hooks_version:
+                self._data.move_to_end(account.pk)
+                return entry.chains
+        chains = load_chains(account.pk)
+        with self._lock:
+            self.loads += 1
+            self._data[account.pk] = _Entry(account.hooks_version, chains)
+            self._data.move_to_end(account.pk)
+            while len(self._data) > self.max_accounts:
+                self._data.popitem(last=False)
+        return chains
+
+    def handlers(self, account, hook: str) -> list[Handler]:
+        return self.chains(account).get(hook, [])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+def make_handler(installation) -> Handler:
+    plugin = installation.plugin
+    settings_json = json.dumps(installation.settings or {}, sort_keys=True)
+    # The engine keeps a compartment per (installation, hash): new settings need a new one.
+    digest = hashlib.sha256(f"{plugin.code_hash}:{settings_json}".encode()).hexdigest()[:24]
+    return Handler(str(installation.pk), plugin.slug, digest, plugin.compiled_js,
+                   installation.settings or {}, frozenset(installation.granted_permissions or ()))
+
+
+def load_chains(account_id: int) -> dict[str, list[Handler]]:
+    entries = (ChainEntry.objects.filter(account_id=account_id, installation__enabled=True)
+               .select_related("installation__plugin").order_by("hook", "position", "id"))
+    chains: dict[str, list[Handler]] = {}
+    handlers: dict[int, Handler] = {}
+    for entry in entries:
+        inst = entry.installation
+        if inst.pk not in handlers:
+            handlers[inst.pk] = make_handler(inst)
+        chains.setdefault(entry.hook, []).append(handlers[inst.pk])
+    return chains
+
+
+chain_cache = ChainCache()

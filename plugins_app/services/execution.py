@@ -1,0 +1,80 @@
+"""Executing a hook's chain for an account, and recording what it did."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from plugins_app.errors import InvalidInput
+from plugins_app.models import CancelLog, HandlerWarning, Installation
+from plugins_app.runtime.chain import ChainResult, run_chain
+from plugins_app.runtime.context import ContextError, validate_context
+from plugins_app.runtime.hooks import HookSpec
+
+from .chain_cache import chain_cache
+from .chains import require_hook
+from .engine import get_pool
+from .host import HostBridge
+from .metering import meter
+
+WARNING_STATUSES = {"error", "timeout", "malformed"}
+MAX_HOP = 64
+
+
+def engine_key(account) -> str:
+    return f"account-{account.pk}"
+
+
+def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = "",
+                 record: bool = True, extras: dict | None = None) -> tuple[ChainResult, list]:
+    """Run the account's chain for `hook`; returns the result and the effects host calls asked for.
+    `record=False` (a try-run) writes no audit rows and no metering."""
+    spec = require_hook(hook)
+    if isinstance(hop, bool) or not isinstance(hop, int) or not 0 <= hop <= MAX_HOP:
+        raise InvalidInput("hop", f"expected an integer from 0 to {MAX_HOP}")
+    if not isinstance(turn_id, str) or len(turn_id) > 64:
+        raise InvalidInput("turnId", "expected a string of at most 64 characters")
+    try:
+        clean = validate_context(spec, context)
+    except ContextError as exc:
+        raise InvalidInput(f"context.{exc.field}" if exc.field != "context" else "context", exc.message) from None
+    handlers = chain_cache.handlers(account, hook)
+    bridge = HostBridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras)
+    result = run_chain(get_pool(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop)
+    if record:
+        record_result(account, spec, clean, result, hop=hop, turn_id=turn_id)
+    return result, bridge.effects
+
+
+def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *, hop: int, turn_id: str):
+    warnings = []
+    for t in result.trace:
+        if t.status in WARNING_STATUSES:
+            warnings.append(HandlerWarning(account=account, hook=spec.name, installation_id=int(t.installation_id),
+                                           plugin_slug=t.plugin, kind=t.status, message=t.warning or t.status))
+        if t.engine_restarted:
+            warnings.append(HandlerWarning(account=account, hook=spec.name, installation_id=int(t.installation_id),
+                                           plugin_slug=t.plugin, kind=HandlerWarning.Kind.ENGINE_RESTART,
+                                           message=t.warning or "engine replaced"))
+    with transaction.atomic():
+        if warnings:
+            HandlerWarning.objects.bulk_create(warnings)
+        if result.cancellation:
+            c = result.cancellation
+            CancelLog.objects.create(
+                account=account, hook=spec.name, installation_id=int(c.installation_id),
+                plugin_id=_plugin_id(c.installation_id), plugin_slug=c.plugin, reason=c.reason[:500],
+                context=result.context, session_id=str(context.get(spec.session_field) or "") if spec.session_field else "",
+                agent_id=str(context.get(spec.agent_field) or "") if spec.agent_field else "",
+                hop=hop, turn_id=turn_id)
+    for t in result.trace:
+        meter.add(account.pk, t.plugin, spec.name, t.duration_ms)
+    for hook_logger in LOG_SINKS:
+        hook_logger(account, spec, result)
+
+
+def _plugin_id(installation_id: str):
+    return Installation.objects.filter(pk=int(installation_id)).values_list("plugin_id", flat=True).first()
+
+
+# Callables (account, spec, result) that store what handlers logged; the host surface adds one.
+LOG_SINKS: list = []

@@ -1,0 +1,56 @@
+"""The host bridge: answers plugins' host.* calls for one chain run, checking grants first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from plugins_app.runtime.chain import Handler, HostError
+from plugins_app.runtime.hooks import HookSpec
+from plugins_app.runtime.permissions import permission_for
+
+
+@dataclass
+class HostCall:
+    """Everything a host member may need to answer one call."""
+
+    account: Any
+    spec: HookSpec
+    context: dict
+    handler: Handler
+    hop: int
+    turn_id: str
+    extras: dict
+    effects: list = field(default_factory=list)
+
+
+Member = Callable[[HostCall, list], Any]
+MEMBERS: dict[str, Member] = {}
+
+
+def member(name: str):
+    """Register the function that answers `host.<name>(...)`."""
+    def register(fn: Member) -> Member:
+        MEMBERS[name] = fn
+        return fn
+    return register
+
+
+class HostBridge:
+    def __init__(self, account, spec: HookSpec, context: dict, *, hop: int = 0, turn_id: str = "",
+                 extras: dict | None = None):
+        self.account, self.spec, self.context = account, spec, context
+        self.hop, self.turn_id, self.extras = hop, turn_id, extras or {}
+        self.effects: list = []
+
+    def __call__(self, handler: Handler, name: str, args: list):
+        fn = MEMBERS.get(name)
+        if fn is None:
+            raise HostError(f"host.{name} is not available in this hub")
+        permission = permission_for(name)
+        if permission and permission not in handler.granted:
+            raise HostError(f"host.{name} needs the {permission} permission, which an account admin "
+                            f"has not granted to {handler.plugin}")
+        call = HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id,
+                        self.extras, self.effects)
+        return fn(call, args)

@@ -1,0 +1,90 @@
+"""Usage metering: handler runs and time, buffered in memory and flushed in batches."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from collections import defaultdict
+
+from django.conf import settings
+from django.db import IntegrityError, close_old_connections, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from plugins_app.models import UsageDaily
+
+logger = logging.getLogger(__name__)
+
+
+class Meter:
+    """Adds are cheap (a dict update); flush() writes one upsert per (account, plugin, hook, day).
+    With HUB_METERING_FLUSH_SECONDS = 0 every add is written at once."""
+
+    def __init__(self):
+        self._pending: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def interval(self) -> float:
+        return float(getattr(settings, "HUB_METERING_FLUSH_SECONDS", 2.0))
+
+    def add(self, account_id: int, plugin_slug: str, hook: str, duration_ms: float):
+        key = (account_id, plugin_slug, hook, timezone.localdate())
+        with self._lock:
+            row = self._pending[key]
+            row[0] += 1
+            row[1] += duration_ms
+        if self.interval <= 0:
+            self.flush()
+        else:
+            self._ensure_thread()
+
+    def flush(self) -> int:
+        with self._lock:
+            pending, self._pending = self._pending, defaultdict(lambda: [0, 0.0])
+        for (account_id, slug, hook, day), (runs, total_ms) in pending.items():
+            try:
+                self._write(account_id, slug, hook, day, runs, total_ms)
+            except Exception:
+                logger.exception("metering write failed; keeping %s runs for the next flush", runs)
+                with self._lock:
+                    row = self._pending[(account_id, slug, hook, day)]
+                    row[0] += runs
+                    row[1] += total_ms
+        return len(pending)
+
+    @staticmethod
+    def _write(account_id, slug, hook, day, runs, total_ms) -> None:
+        lookup = dict(account_id=account_id, plugin_slug=slug, hook=hook, day=day)
+        updated = UsageDaily.objects.filter(**lookup).update(runs=F("runs") + runs,
+                                                            total_ms=F("total_ms") + total_ms)
+        if updated:
+            return
+        try:
+            with transaction.atomic():
+                UsageDaily.objects.create(runs=runs, total_ms=total_ms, **lookup)
+        except IntegrityError:   # another process created the row first
+            UsageDaily.objects.filter(**lookup).update(runs=F("runs") + runs, total_ms=F("total_ms") + total_ms)
+
+    def _ensure_thread(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(target=self._loop, name="hub-metering", daemon=True)
+            self._thread.start()
+            atexit.register(self.flush)
+
+    def _loop(self) -> None:
+        stop = threading.Event()
+        while not stop.wait(self.interval):
+            try:
+                self.flush()
+            finally:
+                close_old_connections()
+
+
+meter = Meter()

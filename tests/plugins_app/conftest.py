@@ -1,0 +1,39 @@
+"""Fixtures for plugins_app tests: installing plugins, executing hooks, the spec's examples."""
+
+from pathlib import Path
+
+import pytest
+
+from plugins_app.services import plugins
+from plugins_app.services.chain_cache import chain_cache
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "spec" / "examples"
+
+PROMPT = {"sessionId": "1", "agentId": "2", "sessionKind": "direct", "systemPrompt": "base"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_hub_state(settings):
+    # Ids can be reused after a rolled-back test on SQLite: start every test with a cold cache.
+    settings.HUB_METERING_FLUSH_SECONDS = 0
+    chain_cache.clear()
+    yield
+    chain_cache.clear()
+
+
+@pytest.fixture
+def install(account):
+    def do(source, name=None, language="javascript", target=None, **kw):
+        do.count += 1
+        return plugins.install_plugin(target or account, name=name or f"plugin {do.count}", source=source,
+                                      language=language, **kw)
+    do.count = 0
+    return do
+
+
+def example(name: str) -> str:
+    return (EXAMPLES / name).read_text()
+
+
+def appender(suffix: str) -> str:
+    return f"globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + {suffix!r};"
