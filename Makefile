@@ -1,0 +1,41 @@
+# Middleware Hub developer tasks. Tools run from .venv/bin; nothing needs activating.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+VENV_STAMP := $(VENV)/.requirements-installed
+JS_DIR := plugins_app/runtime/js
+JS_STAMP := $(JS_DIR)/node_modules/.lock-installed
+
+.PHONY: venv js install migrate demo run test bench
+
+venv: $(VENV_STAMP)
+
+# Reinstalls only when requirements.txt changes (or the venv is missing).
+$(VENV_STAMP): requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -r requirements.txt
+	touch $@
+
+js: $(JS_STAMP)
+
+$(JS_STAMP): $(JS_DIR)/package-lock.json $(JS_DIR)/package.json
+	cd $(JS_DIR) && npm ci
+	touch $@
+
+install: venv js
+
+migrate: venv
+	$(BIN)/python manage.py migrate --noinput
+
+demo: migrate
+	$(BIN)/python manage.py load_demo
+
+run: install migrate demo
+	bin/run-dev
+
+test: install
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python bench/run.py
