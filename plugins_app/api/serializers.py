@@ -1,11 +1,14 @@
 """Request and response shapes of the API; ids leave the hub as strings."""
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Installation
 from plugins_app.runtime.chain import ChainResult
 
 
+@extend_schema_field(OpenApiTypes.STR)
 class StrIdField(serializers.Field):
     def to_representation(self, value):
         return None if value is None else str(value)
@@ -15,6 +18,36 @@ class ExecuteRequestSerializer(serializers.Serializer):
     context = serializers.JSONField()
     hop = serializers.JSONField(required=False, default=0)
     turnId = serializers.JSONField(required=False, default="")
+
+
+class TraceEntrySerializer(serializers.Serializer):
+    installationId = serializers.CharField()
+    plugin = serializers.CharField()
+    status = serializers.ChoiceField(choices=["ran", "cancelled", "error", "timeout", "malformed"])
+    changed = serializers.BooleanField()
+    durationMs = serializers.FloatField()
+    warning = serializers.CharField(allow_null=True)
+
+
+class CancellationSerializer(serializers.Serializer):
+    installationId = serializers.CharField()
+    plugin = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class ExecuteResponseSerializer(serializers.Serializer):
+    hook = serializers.CharField()
+    outcome = serializers.ChoiceField(choices=["unchanged", "changed", "cancelled"])
+    value = serializers.JSONField(help_text="the hook's mutable value(s) after the chain; null for observe-only")
+    cancellation = CancellationSerializer(allow_null=True)
+    trace = TraceEntrySerializer(many=True)
+    effects = serializers.ListField(child=serializers.DictField())
+
+
+class OrderRequestSerializer(serializers.Serializer):
+    order = serializers.ListField(child=serializers.CharField(), required=False)
+    installationId = serializers.CharField(required=False)
+    position = serializers.IntegerField(required=False, min_value=0)
 
 
 class InstallRequestSerializer(serializers.Serializer):

@@ -1,6 +1,8 @@
 """The platform-facing API: thin views over the service functions."""
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers as drf_serializers
 from rest_framework import status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
@@ -26,12 +28,14 @@ class Pagination(PageNumberPagination):
 
 
 class HookListView(AccountView):
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="The 14 hooks: fields, mutable fields, cancellable")
     def get(self, request):
         return Response({"hooks": [spec.as_dict() for spec in HOOKS.values()]})
 
 
 class HookExecuteView(AccountView):
-    @extend_schema(request=s.ExecuteRequestSerializer)
+    @extend_schema(request=s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
+                   summary="Run the account's chain for a hook")
     def post(self, request, hook):
         chains.require_hook(hook)
         body = _validated(s.ExecuteRequestSerializer, request.data)
@@ -41,12 +45,16 @@ class HookExecuteView(AccountView):
         return Response(s.execute_response(result, effects))
 
 
+_PLUGIN_LIST = inline_serializer("PluginList", {"plugins": s.InstallationSerializer(many=True)})
+
+
 class PluginListView(AccountView):
+    @extend_schema(responses=_PLUGIN_LIST, operation_id="plugins_list")
     def get(self, request):
         qs = Installation.objects.filter(account=self.account).select_related("plugin").order_by("created_at", "id")
         return Response({"plugins": s.InstallationSerializer(qs, many=True).data})
 
-    @extend_schema(request=s.InstallRequestSerializer)
+    @extend_schema(request=s.InstallRequestSerializer, responses={201: s.InstallationSerializer})
     def post(self, request):
         body = _validated(s.InstallRequestSerializer, request.data)
         if "catalog" in body:
@@ -60,10 +68,12 @@ class PluginListView(AccountView):
         return Response(s.InstallationSerializer(installation).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema(responses=s.InstallationSerializer)
 class PluginDetailView(AccountView):
     def get(self, request, installation_id):
         return Response(s.InstallationSerializer(plugins.get_installation(self.account, installation_id)).data)
 
+    @extend_schema(request=inline_serializer("EnableRequest", {"enabled": drf_serializers.BooleanField()}))
     def patch(self, request, installation_id):
         if not isinstance(request.data, dict) or "enabled" not in request.data:
             raise InvalidInput("enabled", "send {\"enabled\": true|false}")
@@ -76,6 +86,8 @@ class PluginDetailView(AccountView):
 
 
 class PluginGrantView(AccountView):
+    @extend_schema(request=inline_serializer("GrantRequest", {"grant": drf_serializers.ListField(
+        child=drf_serializers.CharField())}), responses=s.InstallationSerializer)
     def post(self, request, installation_id):
         grant = request.data.get("grant") if isinstance(request.data, dict) else None
         if grant is None:
@@ -84,11 +96,16 @@ class PluginGrantView(AccountView):
         return Response(s.InstallationSerializer(installation).data)
 
 
+_CHAIN = inline_serializer("Chain", {"hook": drf_serializers.CharField(), "chain": s.ChainEntrySerializer(many=True)})
+
+
+@extend_schema(responses=_CHAIN)
 class ChainView(AccountView):
     def get(self, request, hook):
         entries = chains.chain_entries(self.account, hook)
         return Response({"hook": hook, "chain": s.ChainEntrySerializer(entries, many=True).data})
 
+    @extend_schema(request=s.OrderRequestSerializer, responses=_CHAIN)
     def put(self, request, hook):
         data = request.data if isinstance(request.data, dict) else {}
         if "order" in data:
@@ -104,6 +121,7 @@ class ChainView(AccountView):
 class _AuditListView(AccountView):
     serializer_class = None
     query = None
+    pagination_class = Pagination
 
     def get(self, request):
         qs = type(self).query(self.account, request.query_params)
@@ -112,11 +130,21 @@ class _AuditListView(AccountView):
         return paginator.get_paginated_response(self.serializer_class(page, many=True).data)
 
 
+_FILTERS = [
+    OpenApiParameter(name, str, description=desc) for name, desc in (
+        ("hook", "only this hook"), ("plugin", "only this plugin slug"),
+        ("since", "ISO date or date-time"), ("until", "ISO date or date-time"))
+]
+
+
+@extend_schema(parameters=_FILTERS + [OpenApiParameter("agentId", str), OpenApiParameter("sessionId", str),
+                                      OpenApiParameter("q", str, description="search in the reason")])
 class CancellationListView(_AuditListView):
     serializer_class = s.CancelLogSerializer
     query = staticmethod(queries.cancellations)
 
 
+@extend_schema(parameters=_FILTERS + [OpenApiParameter("kind", str)])
 class WarningListView(_AuditListView):
     serializer_class = s.HandlerWarningSerializer
     query = staticmethod(queries.warnings)
