@@ -55,3 +55,14 @@ class CompileFailed(HubError):
         super().__init__(
             f"the plugin does not compile: line {first['line']}, column {first['column']}: {first['message']}",
             errors=errors)
+
+
+class PlatformError(HubError):
+    """The platform bridge is not configured, or the platform did not answer with a 2xx."""
+
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_code = "platform_error"
+
+    def __init__(self, message: str, *, retryable: bool = True):
+        super().__init__(message)
+        self.retryable = retryable

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import views
+from . import host_views, views
 
 urlpatterns = [
     path("hooks", views.HookListView.as_view(), name="hook-list"),
@@ -13,4 +13,5 @@ urlpatterns = [
     path("chains/<str:hook>", views.ChainView.as_view(), name="chain"),
     path("cancellations", views.CancellationListView.as_view(), name="cancellation-list"),
     path("warnings", views.WarningListView.as_view(), name="warning-list"),
+    path("platform", host_views.PlatformView.as_view(), name="platform"),
 ]

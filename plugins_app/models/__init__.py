@@ -1,7 +1,8 @@
 """plugins_app's models, one module per concern."""
 
 from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
+from .host import PlatformConfig
 from .plugins import ChainEntry, Installation, Plugin
 
 __all__ = ["CancelLog", "ChainEntry", "HandlerWarning", "ImmutableRecordError", "Installation",
-           "Plugin", "UsageDaily"]
+           "PlatformConfig", "Plugin", "UsageDaily"]
