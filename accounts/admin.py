@@ -1,19 +1,29 @@
-"""Django admin for accounts, their API keys and memberships."""
+"""Django admin for accounts, their API keys and memberships, scoped to the user's accounts."""
 from django.contrib import admin, messages
 from django.utils.html import format_html
+
+from plugins_app.admin.scoping import AccountScopedAdmin, is_operator
 
 from .models import Account, ApiKey, Membership
 
 
 @admin.register(Account)
-class AccountAdmin(admin.ModelAdmin):
+class AccountAdmin(AccountScopedAdmin):
+    account_field = "pk"
     list_display = ["name", "created_at"]
     search_fields = ["name"]
     readonly_fields = ["hooks_version", "created_at"]
 
+    def has_add_permission(self, request):
+        return is_operator(request) and super().has_add_permission(request)
+
+    def has_delete_permission(self, request, obj=None):
+        return is_operator(request) and super().has_delete_permission(request, obj)
+
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(AccountScopedAdmin):
+    auditor_visible = False
     list_display = ["account", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
     list_select_related = ["account"]
@@ -56,7 +66,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(AccountScopedAdmin):
+    auditor_visible = False
     list_display = ["user", "account", "role", "created_at"]
     list_filter = ["role"]
     list_select_related = ["user", "account"]

@@ -1,0 +1,254 @@
+"""Account scoping for admin pages: querysets, permissions, choices and filters follow memberships."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied
+from django.db import models
+from django.http import Http404
+
+from accounts.models import Account, Membership
+
+ADMIN = Membership.Role.ADMIN
+AUDITOR = Membership.Role.AUDITOR
+
+
+def roles(request) -> dict[int, str]:
+    """{account id: role} of the requesting user, computed once per request."""
+    cached = getattr(request, "_hub_account_roles", None)
+    if cached is None:
+        user = request.user
+        if not (user.is_active and user.is_staff):
+            cached = {}
+        else:
+            cached = dict(Membership.objects.filter(user=user).values_list("account_id", "role"))
+        request._hub_account_roles = cached
+    return cached
+
+
+def is_operator(request) -> bool:
+    return request.user.is_active and request.user.is_superuser
+
+
+def admin_account_ids(request) -> set[int]:
+    """Accounts the user may change things in (operators: all, as None is not usable here)."""
+    return {account_id for account_id, role in roles(request).items() if role == ADMIN}
+
+
+def member_account_ids(request) -> set[int]:
+    return set(roles(request))
+
+
+def editable_accounts(request):
+    """The accounts a form may assign a row to."""
+    if is_operator(request):
+        return Account.objects.all()
+    return Account.objects.filter(pk__in=admin_account_ids(request))
+
+
+def _path_to_account(model, admin_site) -> str | None:
+    """How rows of `model` reach their account, for limiting foreign-key choices."""
+    if model is Account:
+        return "pk"
+    registered = admin_site._registry.get(model)
+    path = getattr(registered, "account_field", None)
+    if path:
+        return path
+    try:
+        field = model._meta.get_field("account")
+    except FieldDoesNotExist:
+        return None
+    return "account" if getattr(field, "related_model", None) is Account else None
+
+
+def account_id_of(obj, path: str):
+    """Follow `path` ("account", "installation__account", "pk" for an Account) to an account id."""
+    if path == "pk":
+        return obj.pk
+    *hops, last = path.split("__")
+    for hop in hops:
+        obj = getattr(obj, hop, None)
+        if obj is None:
+            return None
+    return getattr(obj, f"{last}_id", None)
+
+
+class ScopedPermissionsMixin:
+    """Permission methods answered from memberships instead of Django's per-model permissions, so
+    a staff user created by `add_member` needs nothing more. Operators keep Django's answers."""
+
+    account_field = "account"
+    auditor_visible = True
+
+    def visible_account_ids(self, request) -> set[int]:
+        if self.auditor_visible:
+            return member_account_ids(request)
+        return admin_account_ids(request)
+
+    def scope(self, request, queryset, path: str | None = None, account_ids=None):
+        """`queryset` limited to rows of accounts the user sees (or of `account_ids`)."""
+        if is_operator(request):
+            return queryset
+        ids = self.visible_account_ids(request) if account_ids is None else account_ids
+        return queryset.filter(**{f"{path or self.account_field}__in": ids})
+
+    def _account_of(self, obj):
+        return account_id_of(obj, self.account_field)
+
+    def has_module_permission(self, request):
+        if is_operator(request):
+            return super().has_module_permission(request)
+        return bool(self.visible_account_ids(request))
+
+    def has_view_permission(self, request, obj=None):
+        if is_operator(request):
+            return super().has_view_permission(request, obj)
+        if obj is None:
+            return bool(self.visible_account_ids(request))
+        return self._account_of(obj) in self.visible_account_ids(request)
+
+    def _may_edit(self, request, obj) -> bool:
+        ids = admin_account_ids(request)
+        if obj is None:
+            return bool(ids)
+        return self._account_of(obj) in ids
+
+    def has_add_permission(self, request, *args):
+        if is_operator(request):
+            return super().has_add_permission(request, *args)
+        return self._may_edit(request, None)
+
+    def has_change_permission(self, request, obj=None):
+        if is_operator(request):
+            return super().has_change_permission(request, obj)
+        return self._may_edit(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        if is_operator(request):
+            return super().has_delete_permission(request, obj)
+        return self._may_edit(request, obj)
+
+
+class ScopedChoicesMixin:
+    """Foreign-key choices, autocompletes and list filters limited to the user's accounts."""
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        formfield = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        self._limit_choices(db_field, request, formfield)
+        return formfield
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        formfield = super().formfield_for_manytomany(db_field, request, **kwargs)
+        self._limit_choices(db_field, request, formfield)
+        return formfield
+
+    def _limit_choices(self, db_field, request, formfield):
+        if formfield is None or is_operator(request) or not hasattr(formfield, "queryset"):
+            return
+        path = _path_to_account(db_field.related_model, self.admin_site)
+        if path is not None:
+            # Only accounts the user administers: a form assigns rows, it does not just look.
+            formfield.queryset = formfield.queryset.filter(**{f"{path}__in": admin_account_ids(request)})
+
+    def get_search_results(self, request, queryset, search_term):
+        queryset, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        match = getattr(request, "resolver_match", None)
+        if match is not None and match.url_name == "autocomplete" and not is_operator(request):
+            # An autocomplete feeds an edit form of another model: offer only what may be assigned.
+            queryset = self.scope(request, queryset, account_ids=admin_account_ids(request))
+        return queryset, may_have_duplicates
+
+    def get_list_filter(self, request):
+        # A plain related-field filter lists every row of the related table; this one lists only
+        # values present in the (scoped) changelist.
+        filters = []
+        for item in super().get_list_filter(request):
+            if isinstance(item, str) and self._is_relation_path(item):
+                item = (item, admin.RelatedOnlyFieldListFilter)
+            filters.append(item)
+        return filters
+
+    def _is_relation_path(self, path: str) -> bool:
+        model = self.model
+        field = None
+        for part in path.split("__"):
+            try:
+                field = model._meta.get_field(part)
+            except FieldDoesNotExist:
+                return False
+            model = getattr(field, "related_model", None)
+            if model is None:
+                break
+        return bool(field is not None and field.is_relation)
+
+
+class AccountScopedAdmin(ScopedChoicesMixin, ScopedPermissionsMixin, admin.ModelAdmin):
+    """A ModelAdmin whose rows belong to accounts (through `account_field`). Operators see all;
+    account admins add, change and delete their accounts' rows; auditors only view, and only
+    models with `auditor_visible = True`. Another account's object answers 404."""
+
+    def get_queryset(self, request):
+        return self.scope(request, super().get_queryset(request))
+
+    def get_object(self, request, object_id, from_field=None):
+        obj = super().get_object(request, object_id, from_field)
+        if obj is None:
+            # A 404 rather than Django's redirect, and the same answer whether the id exists in
+            # another account or nowhere.
+            raise Http404("no such object")
+        return obj
+
+    def save_model(self, request, obj, form, change):
+        if not is_operator(request):
+            account_id = self._account_of(obj)
+            if account_id is not None and account_id not in admin_account_ids(request):
+                raise PermissionDenied
+        super().save_model(request, obj, form, change)
+
+
+class ReadOnlyAccountScopedAdmin(AccountScopedAdmin):
+    """Audit trails: viewable within scope, never added, changed or deleted, not even by operators."""
+
+    def has_add_permission(self, request, *args):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class AccountScopedInlineMixin(ScopedChoicesMixin, ScopedPermissionsMixin):
+    """For inlines: rows scoped like AccountScopedAdmin; `obj` in the permission methods is the
+    parent, so edits follow the parent's account."""
+
+    parent_account_field = "account"
+
+    def get_queryset(self, request):
+        return self.scope(request, super().get_queryset(request))
+
+    def _may_edit(self, request, obj) -> bool:
+        ids = admin_account_ids(request)
+        if obj is None:
+            return bool(ids)
+        return account_id_of(obj, self.parent_account_field) in ids
+
+    def has_add_permission(self, request, obj=None):
+        if is_operator(request):
+            return super().has_add_permission(request, obj)
+        return self._may_edit(request, obj)
+
+    def has_view_permission(self, request, obj=None):
+        if is_operator(request) or obj is None:
+            return super().has_view_permission(request, None)
+        return account_id_of(obj, self.parent_account_field) in self.visible_account_ids(request)
+
+
+class AccountScopedTabularInline(AccountScopedInlineMixin, admin.TabularInline):
+    pass
+
+
+class AccountScopedStackedInline(AccountScopedInlineMixin, admin.StackedInline):
+    pass
+
