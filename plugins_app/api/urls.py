@@ -5,6 +5,7 @@ from django.urls import path
 from . import host_views, views
 
 urlpatterns = [
+    path("ping", views.PingView.as_view(), name="ping"),
     path("hooks", views.HookListView.as_view(), name="hook-list"),
     path("hooks/<str:hook>/execute", views.HookExecuteView.as_view(), name="hook-execute"),
     path("plugins", views.PluginListView.as_view(), name="plugin-list"),

@@ -27,6 +27,17 @@ class Pagination(PageNumberPagination):
     max_page_size = 500
 
 
+class PingView(AccountView):
+    """Checks a key: the cheapest authenticated call (also the benchmark's baseline)."""
+
+    @extend_schema(request=None, responses=inline_serializer("Ping", {"ok": drf_serializers.BooleanField(),
+                                                                      "accountId": drf_serializers.CharField()}))
+    def get(self, request):
+        return Response({"ok": True, "accountId": str(self.account.pk)})
+
+    post = get
+
+
 class HookListView(AccountView):
     @extend_schema(responses=OpenApiTypes.OBJECT, summary="The 14 hooks: fields, mutable fields, cancellable")
     def get(self, request):

@@ -70,7 +70,8 @@ class Isolate:
 
     async def eval(self, code: str, timeout: float):
         try:
-            return await asyncio.wait_for(self.mr.eval_cancelable(code), timeout)
+            async with asyncio.timeout(timeout):   # cheaper than wait_for: no extra task per eval
+                return await self.mr.eval_cancelable(code)
         except JSOOMException:
             raise Fatal("memory") from None
 
@@ -125,6 +126,8 @@ class Engine:
                     reply = await self.run(message)
                 elif op == "compile":
                     reply = await self.compile(message)
+                elif op == "bench":
+                    reply = await self.bench(message)
                 elif op == "ping":
                     reply = {"pong": True, "isolates": list(self.isolates)}
                 else:
@@ -251,6 +254,20 @@ class Engine:
         if deadline is None:
             return budget + GRACE_SECONDS
         return max(0.0, deadline + self.uncharged_seconds - time.time()) + GRACE_SECONDS
+
+    async def bench(self, req: dict) -> dict:
+        """Run the same chain `n` times inside this process (no IPC): the engine's own throughput."""
+        first = await self.run(dict(req, op="run"))
+        if "missing" in first or "loadError" in first:
+            return first
+        iso = await self.isolate(req["account"])
+        payload = json.dumps(json.dumps({k: req[k] for k in ("hook", "handlers", "context", "budgetMs", "host")}))
+        started = time.perf_counter()
+        for _ in range(req["n"]):
+            await iso.eval(f"__hub.run({payload})", 5)
+            result = json.loads(await iso.eval("__hub.poll()", 5))
+            assert result.get("done"), result
+        return {"seconds": time.perf_counter() - started, "n": req["n"], "sample": result["context"]}
 
     # -- compile ------------------------------------------------------------------------------
     async def compile(self, req: dict) -> dict:

@@ -55,21 +55,29 @@ def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *
             warnings.append(HandlerWarning(account=account, hook=spec.name, installation_id=int(t.installation_id),
                                            plugin_slug=t.plugin, kind=HandlerWarning.Kind.ENGINE_RESTART,
                                            message=t.warning or "engine replaced"))
-    with transaction.atomic():
-        if warnings:
-            HandlerWarning.objects.bulk_create(warnings)
-        if result.cancellation:
-            c = result.cancellation
-            CancelLog.objects.create(
-                account=account, hook=spec.name, installation_id=int(c.installation_id),
-                plugin_id=_plugin_id(c.installation_id), plugin_slug=c.plugin, reason=c.reason[:500],
-                context=result.context, session_id=str(context.get(spec.session_field) or "") if spec.session_field else "",
-                agent_id=str(context.get(spec.agent_field) or "") if spec.agent_field else "",
-                hop=hop, turn_id=turn_id)
+    if warnings or result.cancellation:
+        _write_audit(account, spec, context, result, warnings, hop=hop, turn_id=turn_id)
     for t in result.trace:
         meter.add(account.pk, t.plugin, spec.name, t.duration_ms)
-    for hook_logger in LOG_SINKS:
-        hook_logger(account, spec, result)
+    for sink in LOG_SINKS:
+        sink(account, spec, result)
+
+
+@transaction.atomic
+def _write_audit(account, spec: HookSpec, context: dict, result: ChainResult, warnings: list, *, hop, turn_id):
+    if warnings:
+        HandlerWarning.objects.bulk_create(warnings)
+    if result.cancellation:
+        c = result.cancellation
+        CancelLog.objects.create(
+            account=account, hook=spec.name, installation_id=int(c.installation_id),
+            plugin_id=_plugin_id(c.installation_id), plugin_slug=c.plugin, reason=c.reason[:500],
+            context=result.context, session_id=_field(context, spec.session_field),
+            agent_id=_field(context, spec.agent_field), hop=hop, turn_id=turn_id)
+
+
+def _field(context: dict, name: str | None) -> str:
+    return str(context.get(name) or "") if name else ""
 
 
 def _plugin_id(installation_id: str):

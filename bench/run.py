@@ -1,0 +1,180 @@
+"""Benchmarks of the hook engine and the execute API, each printed as a ratio to its baseline.
+
+Run with `make bench`. Nothing here is a test: figures vary by machine; compare ratios.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+APPEND = "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + ' [{}]';"
+CONTEXT = {"sessionId": "18446744073709551615", "agentId": "2", "sessionKind": "direct",
+           "systemPrompt": "You are a helpful agent."}
+
+
+def engine_figures(n: int = 5000) -> dict:
+    """In-engine throughput: the same 3-handler chain run n times inside one engine process,
+    then through the pool (IPC + JSON included)."""
+    from plugins_app.runtime.chain import Handler, run_chain
+    from plugins_app.runtime.hooks import HOOKS
+    from plugins_app.runtime.pool import EnginePool
+
+    pool = EnginePool(size=1)
+    try:
+        handlers = []
+        for i in range(3):
+            compiled = pool.compile(APPEND.format(i), "javascript")
+            handlers.append(Handler(str(i + 1), f"p{i}", f"h{i}", compiled["code"]))
+        spec = HOOKS["systemPrompt"]
+        run_chain(pool, "bench", spec, handlers, CONTEXT)   # warm: isolate + compartments
+        with pool.engine_for("bench") as engine:
+            reply = engine.request({
+                "op": "bench", "account": "bench", "hook": "systemPrompt", "n": n, "budgetMs": 5000,
+                "context": CONTEXT, "host": {"session": None, "workspace": True, "ssh": False},
+                "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in handlers]}, silence_limit=120)
+        in_engine = reply["n"] / reply["seconds"]
+        started = time.perf_counter()
+        m = n // 5
+        for _ in range(m):
+            run_chain(pool, "bench", spec, handlers, CONTEXT)
+        via_pool = m / (time.perf_counter() - started)
+        return {"in_engine_chains_per_s": in_engine, "pool_chains_per_s": via_pool}
+    finally:
+        pool.shutdown()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Client:
+    def __init__(self, port: int, key: str):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+
+    def post(self, path: str, body: dict | None = None) -> tuple[int, dict, float]:
+        data = json.dumps(body or {})
+        started = time.perf_counter()
+        self.conn.request("POST", path, data, self.headers)
+        response = self.conn.getresponse()
+        payload = response.read()
+        elapsed = (time.perf_counter() - started) * 1000
+        return response.status, json.loads(payload or b"{}"), elapsed
+
+    def put(self, path: str, body: dict) -> dict:
+        self.conn.request("PUT", path, json.dumps(body), self.headers)
+        response = self.conn.getresponse()
+        return json.loads(response.read())
+
+
+def manage(env: dict, *args: str) -> str:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def rest_figures(rounds: int = 2000) -> dict:
+    workdir = Path(tempfile.mkdtemp(prefix="hub-bench-"))
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{workdir / 'bench.sqlite3'}", DJANGO_DEBUG="0",
+               HUB_METERING_FLUSH_SECONDS="2", HOOK_ENGINE_PROCESSES="1")
+    manage(env, "migrate", "--noinput")
+    key = manage(env, "create_api_key", "bench").strip().splitlines()[-1]
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "middleware_hub.wsgi", "-b", f"127.0.0.1:{port}", "-w", "1",
+         "--log-level", "warning"], cwd=ROOT, env=env)
+    try:
+        client = _wait_for(port, key)
+        ids = []
+        for i in range(3):
+            client.conn.request("POST", "/api/v1/plugins", json.dumps(
+                {"name": f"bench {i}", "source": APPEND.format(i), "language": "javascript"}), client.headers)
+            ids.append(json.loads(client.conn.getresponse().read())["installationId"])
+        execute = lambda: client.post("/api/v1/hooks/systemPrompt/execute", {"context": CONTEXT})
+        bare = lambda: client.post("/api/v1/ping")
+        for _ in range(200):
+            execute(), bare()
+        chain_ms, bare_ms = [], []
+        for _ in range(rounds):   # interleaved, so both see the same machine
+            status, body, ms = execute()
+            assert status == 200 and body["outcome"] == "changed", body
+            chain_ms.append(ms)
+            bare_ms.append(bare()[2])
+        # First call after a plugin change: the order flips, the cache must reload.
+        after_change = []
+        for i in range(20):
+            client.put("/api/v1/chains/systemPrompt", {"order": ids[::-1] if i % 2 == 0 else ids})
+            after_change.append(execute()[2])
+        # A new account's first call: a new isolate (SES + lockdown) and three compartments.
+        first_calls = []
+        for i in range(5):
+            new_key = manage(env, "create_api_key", f"fresh-{i}").strip().splitlines()[-1]
+            fresh = Client(port, new_key)
+            for j in range(3):
+                fresh.conn.request("POST", "/api/v1/plugins", json.dumps(
+                    {"name": f"p{j}", "source": APPEND.format(j), "language": "javascript"}), fresh.headers)
+                fresh.conn.getresponse().read()
+            first_calls.append(fresh.post("/api/v1/hooks/systemPrompt/execute", {"context": CONTEXT})[2])
+        return {"chain": chain_ms, "bare": bare_ms, "after_change": after_change, "first_calls": first_calls}
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait_for(port: int, key: str) -> Client:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            client = Client(port, key)
+            if client.post("/api/v1/ping")[0] == 200:
+                return client
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("gunicorn did not start")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
+    engine = engine_figures()
+    rest = rest_figures()
+    p50c, p99c = statistics.median(rest["chain"]), pct(rest["chain"], 0.99)
+    p50b, p99b = statistics.median(rest["bare"]), pct(rest["bare"], 0.99)
+    rows = [
+        ("in-engine 3-handler chains/s (1 core)", f"{engine['in_engine_chains_per_s']:,.0f}", "target >= 4,000",
+         f"{engine['in_engine_chains_per_s'] / 4000:.2f}x target"),
+        ("pool 3-handler chains/s (IPC included)", f"{engine['pool_chains_per_s']:,.0f}", "",
+         f"{engine['pool_chains_per_s'] / engine['in_engine_chains_per_s']:.2f}x in-engine"),
+        ("REST p50 execute vs bare", f"{p50c:.2f} ms vs {p50b:.2f} ms", "target <= 1.5x", f"{p50c / p50b:.2f}x"),
+        ("REST p99 execute vs bare", f"{p99c:.2f} ms vs {p99b:.2f} ms", "", f"{p99c / p99b:.2f}x"),
+        ("first call after a plugin change (median)", f"{statistics.median(rest['after_change']):.2f} ms",
+         "target <= 30 ms", f"{statistics.median(rest['after_change']) / p50b:.1f}x bare p50"),
+        ("new account's first call (median)", f"{statistics.median(rest['first_calls']):.1f} ms",
+         "target <= 150 ms", f"{statistics.median(rest['first_calls']) / p50b:.0f}x bare p50"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    for name, value, target, ratio in rows:
+        print(f"{name:<{width}}  {value:>24}  {ratio:>18}  {target}")
+
+
+if __name__ == "__main__":
+    main()
