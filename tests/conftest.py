@@ -5,6 +5,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiKey
+from plugins_app.services.chain_cache import chain_cache
 
 # Tests with these markers need binaries that CI installs (.ci/run sets the
 # variables); locally they are skipped unless the variable is set, and with it
@@ -23,6 +24,16 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def fresh_hub_state(settings):
+    # Ids can be reused after a rolled-back test on SQLite: start every test with a cold
+    # chain cache, and write metering at once so tests can read it.
+    settings.HUB_METERING_FLUSH_SECONDS = 0
+    chain_cache.clear()
+    yield
+    chain_cache.clear()
 
 
 def _client_for(raw_key):

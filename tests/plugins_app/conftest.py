@@ -5,20 +5,10 @@ from pathlib import Path
 import pytest
 
 from plugins_app.services import plugins
-from plugins_app.services.chain_cache import chain_cache
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "spec" / "examples"
 
 PROMPT = {"sessionId": "1", "agentId": "2", "sessionKind": "direct", "systemPrompt": "base"}
-
-
-@pytest.fixture(autouse=True)
-def fresh_hub_state(settings):
-    # Ids can be reused after a rolled-back test on SQLite: start every test with a cold cache.
-    settings.HUB_METERING_FLUSH_SECONDS = 0
-    chain_cache.clear()
-    yield
-    chain_cache.clear()
 
 
 @pytest.fixture
