@@ -2,9 +2,31 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_process_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
+
+from django.conf import settings  # noqa: E402  (needs DJANGO_SETTINGS_MODULE)
 
 app = Celery("middleware_hub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# Beat's DatabaseScheduler copies this entry into its table at start; cron jobs' own entries are
+# written there by plugins_app.services.cron.
+app.conf.beat_schedule = {
+    "deliver-due-notifications": {
+        "task": "plugins_app.tasks.deliver_due_notifications",
+        "schedule": settings.HUB_NOTIFY_SWEEP_SECONDS,
+        # A sweep that waited longer than a few periods is superseded by the next one.
+        "options": {"expires": max(settings.HUB_NOTIFY_SWEEP_SECONDS * 5, 10)},
+    },
+}
+
+
+@worker_process_shutdown.connect
+def flush_metering(**kwargs):
+    # Pool processes leave without running atexit handlers: write buffered usage first.
+    from plugins_app.services.metering import meter
+
+    meter.flush()

@@ -164,6 +164,22 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = TIME_ZONE
 
+# Scheduled missions and timers (plugins_app.services.cron / notifications, plugins_app.tasks).
+HUB_CRON_MIN_INTERVAL_SECONDS = int(env("HUB_CRON_MIN_INTERVAL_SECONDS", 60))
+# A slot no worker started within this long (or one interval) is dropped; the next one is due.
+HUB_CRON_SLOT_GRACE_SECONDS = int(env("HUB_CRON_SLOT_GRACE_SECONDS", 300))
+# A run the platform has not closed after this long stops blocking its job's next slots.
+HUB_CRON_RUN_EXPIRY_SECONDS = int(env("HUB_CRON_RUN_EXPIRY_SECONDS", 24 * 3600))
+HUB_NOTIFY_MAX_DELAY_SECONDS = int(env("HUB_NOTIFY_MAX_DELAY_SECONDS", 365 * 24 * 3600))
+# Beat's sweep hands due timers to the workers this often (the timers' precision).
+HUB_NOTIFY_SWEEP_SECONDS = float(env("HUB_NOTIFY_SWEEP_SECONDS", 2))
+HUB_NOTIFY_SWEEP_BATCH = int(env("HUB_NOTIFY_SWEEP_BATCH", 500))
+HUB_NOTIFY_REQUEUE_SECONDS = int(env("HUB_NOTIFY_REQUEUE_SECONDS", 60))
+HUB_NOTIFY_RECLAIM_SECONDS = int(env("HUB_NOTIFY_RECLAIM_SECONDS", 3600))
+# Platform deliveries (missions, timers) retry with exponential backoff: 1 s, 2 s, 4 s ... capped.
+HUB_DELIVERY_MAX_RETRIES = int(env("HUB_DELIVERY_MAX_RETRIES", 8))
+HUB_DELIVERY_BACKOFF_MAX_SECONDS = int(env("HUB_DELIVERY_BACKOFF_MAX_SECONDS", 300))
+
 # Hook engine (plugins_app.runtime).
 HOOK_ENGINE_PROCESSES = int(env("HOOK_ENGINE_PROCESSES", 2))
 HOOK_ISOLATE_MEMORY_MB = int(env("HOOK_ISOLATE_MEMORY_MB", 128))

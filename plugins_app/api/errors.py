@@ -10,6 +10,8 @@ from plugins_app.errors import HubError, PayloadTooLarge
 
 
 def _message(detail) -> str:
+    if isinstance(detail, dict) and set(detail) == {"detail"}:
+        return _message(detail["detail"])   # an APIException's own message, not a field's
     if isinstance(detail, dict):
         field, value = next(iter(detail.items()))
         return f"{field}: {_message(value)}"

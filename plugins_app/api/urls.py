@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import host_views, views
+from . import host_views, scheduling_views, views
 
 urlpatterns = [
     path("ping", views.PingView.as_view(), name="ping"),
@@ -15,4 +15,13 @@ urlpatterns = [
     path("cancellations", views.CancellationListView.as_view(), name="cancellation-list"),
     path("warnings", views.WarningListView.as_view(), name="warning-list"),
     path("platform", host_views.PlatformView.as_view(), name="platform"),
+    path("cron-jobs", scheduling_views.CronJobListView.as_view(), name="cron-job-list"),
+    path("cron-jobs/<str:job_id>", scheduling_views.CronJobDetailView.as_view(), name="cron-job-detail"),
+    path("cron-jobs/<str:job_id>/run", scheduling_views.CronJobRunNowView.as_view(), name="cron-job-run"),
+    path("cron-jobs/<str:job_id>/runs", scheduling_views.CronJobRunListView.as_view(), name="cron-job-runs"),
+    path("cron-runs/<str:run_id>", scheduling_views.CronRunDetailView.as_view(), name="cron-run-detail"),
+    path("cron-runs/<str:run_id>/complete", scheduling_views.CronRunCompleteView.as_view(), name="cron-run-complete"),
+    path("notifications", scheduling_views.NotificationListView.as_view(), name="notification-list"),
+    path("notifications/<str:notification_id>", scheduling_views.NotificationDetailView.as_view(),
+         name="notification-detail"),
 ]

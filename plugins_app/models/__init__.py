@@ -3,6 +3,7 @@
 from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
 from .host import PlatformConfig
 from .plugins import ChainEntry, Installation, Plugin
+from .scheduling import CronJob, CronRun, Notification
 
-__all__ = ["CancelLog", "ChainEntry", "HandlerWarning", "ImmutableRecordError", "Installation",
-           "PlatformConfig", "Plugin", "UsageDaily"]
+__all__ = ["CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning", "ImmutableRecordError",
+           "Installation", "Notification", "PlatformConfig", "Plugin", "UsageDaily"]

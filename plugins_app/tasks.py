@@ -1,0 +1,58 @@
+"""Celery tasks: each takes ids, calls a scheduling service, and is safe to retry or run twice."""
+
+from celery import shared_task
+from django.conf import settings
+
+from plugins_app.errors import PlatformError
+from plugins_app.services import cron, notifications
+
+# Deliveries to the platform: Celery retries a temporary failure with exponential backoff; the
+# message is acknowledged only once the task finished, so a worker that dies mid-task loses nothing.
+DELIVERY = dict(bind=True, autoretry_for=(PlatformError,), retry_backoff=True, retry_jitter=True,
+                retry_backoff_max=settings.HUB_DELIVERY_BACKOFF_MAX_SECONDS,
+                max_retries=settings.HUB_DELIVERY_MAX_RETRIES, acks_late=True, reject_on_worker_lost=True)
+
+
+def _last_attempt(task) -> bool:
+    return task.request.retries >= task.max_retries
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True)
+def fire_cron_slot(self, job_id: int):
+    """Beat's slot of a cron job; the task id identifies the slot, so a redelivery fires nothing new."""
+    cron.fire_slot(job_id, trigger_key=self.request.id)
+
+
+@shared_task(**DELIVERY)
+def dispatch_mission(self, run_id: int):
+    try:
+        cron.dispatch(run_id)
+    except PlatformError as exc:
+        if not _last_attempt(self):
+            raise
+        cron.dispatch_failed(run_id, str(exc))
+
+
+@shared_task
+def fire_cron_completed(run_id: int):
+    cron.fire_completed(run_id)
+
+
+@shared_task
+def deliver_due_notifications():
+    """Beat's sweep: the database, not the broker, knows which timers are due."""
+    batch = settings.HUB_NOTIFY_SWEEP_BATCH
+    for notification_id in notifications.due(batch):
+        deliver_notification.delay(notification_id)
+    for notification_id, claim in notifications.stale_claims(batch):
+        deliver_notification.apply_async((notification_id,), task_id=claim)
+
+
+@shared_task(**DELIVERY)
+def deliver_notification(self, notification_id: int):
+    try:
+        notifications.deliver(notification_id, claim=self.request.id)
+    except PlatformError as exc:
+        if not _last_attempt(self):
+            raise
+        notifications.delivery_failed(notification_id, self.request.id, str(exc))
