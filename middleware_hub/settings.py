@@ -186,6 +186,19 @@ HOOK_ISOLATE_MEMORY_MB = int(env("HOOK_ISOLATE_MEMORY_MB", 128))
 # Usage metering is buffered and written every N seconds (0 writes on every call).
 HUB_METERING_FLUSH_SECONDS = float(env("HUB_METERING_FLUSH_SECONDS", 2))
 
+# Host surface (plugins_app.services.host_members): what plugins may reach through host.*.
+# host.fetch refuses loopback, private, link-local and metadata addresses unless this is on.
+HUB_FETCH_ALLOW_PRIVATE = env_bool("HUB_FETCH_ALLOW_PRIVATE", False)
+HUB_FETCH_MAX_BYTES = int(env("HUB_FETCH_MAX_BYTES", 1024 * 1024))
+HUB_FETCH_TIMEOUT_SECONDS = float(env("HUB_FETCH_TIMEOUT_SECONDS", 5))
+# host.llm / host.decide: an OpenAI-compatible chat completions endpoint (OpenAI, Ollama, vLLM).
+LLM_BASE_URL = env("LLM_BASE_URL", "")
+LLM_API_KEY = env("LLM_API_KEY", "")
+LLM_MODEL = env("LLM_MODEL", "")
+LLM_TIMEOUT_SECONDS = float(env("LLM_TIMEOUT_SECONDS", 5))
+HUB_PLUGIN_LOG_LIMIT = int(env("HUB_PLUGIN_LOG_LIMIT", 1000))
+HUB_WORKSPACE_QUOTA_BYTES = int(env("HUB_WORKSPACE_QUOTA_BYTES", 5 * 1024 * 1024))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -1,10 +1,14 @@
 """The host surface's API: the platform bridge, plugin logs and the account's agents."""
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
 from rest_framework.response import Response
 
 from plugins_app.services import platform
+from plugins_app.services.host_members import agents, log
 
-from .views import AccountView
+from . import host_serializers as hs
+from .views import AccountView, Pagination, _AuditListView
 
 
 def _platform_body(config) -> dict:
@@ -22,3 +26,36 @@ class PlatformView(AccountView):
 
     def put(self, request):
         return Response(_platform_body(platform.configure(self.account, request.data)))
+
+
+@extend_schema(parameters=[OpenApiParameter(name, str) for name in ("installationId", "plugin", "level", "hook")])
+class LogListView(_AuditListView):
+    """What plugins wrote with host.log, newest first."""
+
+    serializer_class = hs.PluginLogSerializer
+    query = staticmethod(log.logs)
+
+
+class AgentListView(AccountView):
+    @extend_schema(parameters=[OpenApiParameter("plugin", str)])
+    def get(self, request):
+        qs = agents.list_agents(self.account, request.query_params)
+        paginator = Pagination()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(hs.AgentSerializer(page, many=True).data)
+
+
+class AgentDetailView(AccountView):
+    """One agent, registered by the platform with PUT {"name", "plugin": <slug or null>}."""
+
+    def get(self, request, agent_id):
+        return Response(hs.AgentSerializer(agents.get_agent(self.account, agent_id)).data)
+
+    def put(self, request, agent_id):
+        agent, created = agents.register_agent(self.account, agent_id, request.data)
+        return Response(hs.AgentSerializer(agent).data,
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    def delete(self, request, agent_id):
+        agents.delete_agent(self.account, agent_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,9 +1,9 @@
 """plugins_app's models, one module per concern."""
 
 from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
-from .host import PlatformConfig
+from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
 from .plugins import ChainEntry, Installation, Plugin
 from .scheduling import CronJob, CronRun, Notification
 
-__all__ = ["CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning", "ImmutableRecordError",
-           "Installation", "Notification", "PlatformConfig", "Plugin", "UsageDaily"]
+__all__ = ["Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning", "ImmutableRecordError",
+           "Installation", "Notification", "PlatformConfig", "Plugin", "PluginLog", "UsageDaily", "WorkspaceFile"]

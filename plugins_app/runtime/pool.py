@@ -107,31 +107,60 @@ class EngineProcess:
             raise EngineCrashed("crashed") from None
 
 
+class PoolExhausted(RuntimeError):
+    """A nested chain needed an engine and the pool is at its cap."""
+
+
 class EnginePool:
-    """A few engine processes; an account prefers one (its isolate is warm there)."""
+    """A few engine processes; an account prefers one (its isolate is warm there).
+
+    A chain may run another chain from inside a host call (host.session.peer.send) while its own
+    engine stays locked. Waiting for an engine there could wait on the caller itself, so a thread
+    that already holds an engine never waits: it gets a temporary extra engine (up to
+    `max_engines` in all), killed when the nested chain is done."""
 
     def __init__(self, size: int = 2, memory_mb: int = 128, max_isolates: int = 32,
-                 limits: dict | None = None):
+                 limits: dict | None = None, max_engines: int = 8):
         limits = limits or {"maxReason": 500, "maxValueChars": 1024 * 1024, "maxLogs": 100,
                             "maxLogChars": 2000}
-        self.engines = [EngineProcess(memory_mb, max_isolates, limits) for _ in range(max(1, size))]
+        self._engine_args = (memory_mb, max_isolates, limits)
+        self.engines = [EngineProcess(*self._engine_args) for _ in range(max(1, size))]
+        self.max_engines = max(max_engines, len(self.engines))
+        self.extras = 0
+        self._extras_lock = threading.Lock()
+        self._held = threading.local()
         self.suspects: set[tuple[str, str]] = set()   # (installation id, code hash) that wedged an engine
         self._suspects_lock = threading.Lock()
 
     @contextmanager
     def engine_for(self, account_key: str):
+        engine, temporary = self._acquire(account_key)
+        self._held.count = getattr(self._held, "count", 0) + 1
+        try:
+            yield engine
+        finally:
+            self._held.count -= 1
+            if temporary:
+                engine.kill()
+                with self._extras_lock:
+                    self.extras -= 1
+            else:
+                engine.lock.release()
+
+    def _acquire(self, account_key: str) -> tuple[EngineProcess, bool]:
         preferred = zlib.crc32(account_key.encode()) % len(self.engines)
         order = [self.engines[(preferred + i) % len(self.engines)] for i in range(len(self.engines))]
         for engine in order:
             if engine.lock.acquire(blocking=False):
-                break
-        else:
-            engine = order[0]
-            engine.lock.acquire()
-        try:
-            yield engine
-        finally:
-            engine.lock.release()
+                return engine, False
+        if not getattr(self._held, "count", 0):
+            order[0].lock.acquire()   # its holder does not depend on us: waiting is safe
+            return order[0], False
+        with self._extras_lock:
+            if len(self.engines) + self.extras >= self.max_engines:
+                raise PoolExhausted(f"all {self.max_engines} hook engines are busy")
+            self.extras += 1
+        return EngineProcess(*self._engine_args), True
 
     def mark_suspect(self, installation_id: str, code_hash: str) -> None:
         with self._suspects_lock:

@@ -57,7 +57,7 @@ class StubServer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
     @property
@@ -116,3 +116,18 @@ class LLMStub(StubServer):
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": text}}],
         })
+
+
+def execute(client, hook, context, **extra):
+    """POST /api/v1/hooks/{hook}/execute and return the decoded body (asserting a 200)."""
+    response = client.post(f"/api/v1/hooks/{hook}/execute", {"context": context, **extra}, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def reporter(hook: str, expression: str) -> str:
+    """A plugin whose `hook` handler returns JSON of {ok: <expression>} or {error: message}."""
+    return (f"globalThis.middleware.{hook} = async (c) => {{\n"
+            f"  try {{ return JSON.stringify({{ ok: await ({expression}) }}); }}\n"
+            f"  catch (e) {{ return JSON.stringify({{ error: String(e && e.message) }}); }}\n"
+            f"}};")

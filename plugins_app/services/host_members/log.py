@@ -1,0 +1,69 @@
+"""host.log: storing what handlers logged, capped per installation, and listing it."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+
+from plugins_app.errors import InvalidInput
+from plugins_app.models import Installation, PluginLog
+from plugins_app.runtime.chain import ChainResult
+from plugins_app.runtime.hooks import HookSpec
+from plugins_app.services import execution
+from plugins_app.services.chains import require_hook
+
+LEVELS = PluginLog.Level.values
+
+
+def store_logs(account, spec: HookSpec, result: ChainResult) -> None:
+    """A LOG_SINKS entry: save each handler's host.log lines, then prune beyond the cap."""
+    lines = [(int(t.installation_id), t.plugin, line) for t in result.trace for line in t.logs]
+    if not lines:
+        return
+    # An installation removed while its chain ran keeps no logs (its rows would dangle).
+    alive = set(Installation.objects.filter(pk__in={i for i, _, _ in lines}, account=account)
+                .values_list("pk", flat=True))
+    rows = [PluginLog(account=account, installation_id=inst, plugin_slug=slug, hook=spec.name,
+                      level=line.get("level") if line.get("level") in LEVELS else PluginLog.Level.INFO,
+                      message=str(line.get("message", "")))
+            for inst, slug, line in lines if inst in alive]
+    with transaction.atomic():
+        PluginLog.objects.bulk_create(rows)
+        for inst in {row.installation_id for row in rows}:
+            prune(inst)
+
+
+def prune(installation_id: int, limit: int | None = None) -> int:
+    """Delete an installation's oldest lines beyond `limit` (HUB_PLUGIN_LOG_LIMIT); returns how many."""
+    limit = settings.HUB_PLUGIN_LOG_LIMIT if limit is None else limit
+    cutoff = (PluginLog.objects.filter(installation_id=installation_id).order_by("-id")
+              .values_list("id", flat=True)[limit:limit + 1])
+    cutoff = list(cutoff)
+    if not cutoff:
+        return 0
+    deleted, _ = PluginLog.objects.filter(installation_id=installation_id, id__lte=cutoff[0]).delete()
+    return deleted
+
+
+def logs(account, params) -> "QuerySet[PluginLog]":
+    """The account's plugin logs, newest first, filtered by installationId, plugin, level, hook."""
+    qs = PluginLog.objects.filter(account=account)
+    if params.get("installationId"):
+        raw = params["installationId"]
+        if not raw.isdigit():
+            raise InvalidInput("installationId", "expected an installation id (digits)")
+        qs = qs.filter(installation_id=int(raw))
+    if params.get("plugin"):
+        qs = qs.filter(plugin_slug=params["plugin"])
+    if params.get("level"):
+        if params["level"] not in LEVELS:
+            raise InvalidInput("level", "expected one of " + ", ".join(LEVELS))
+        qs = qs.filter(level=params["level"])
+    if params.get("hook"):
+        require_hook(params["hook"])
+        qs = qs.filter(hook=params["hook"])
+    return qs.order_by("-created_at", "-id")
+
+
+if store_logs not in execution.LOG_SINKS:
+    execution.LOG_SINKS.append(store_logs)
