@@ -186,6 +186,14 @@ HOOK_ISOLATE_MEMORY_MB = int(env("HOOK_ISOLATE_MEMORY_MB", 128))
 # Usage metering is buffered and written every N seconds (0 writes on every call).
 HUB_METERING_FLUSH_SECONDS = float(env("HUB_METERING_FLUSH_SECONDS", 2))
 
+# SSH (plugins_app.services.ssh). Private keys are encrypted with a key derived from
+# HUB_SSH_KEY_SECRET, or from SECRET_KEY when that is empty.
+HUB_SSH_KEY_SECRET = env("HUB_SSH_KEY_SECRET", "")
+HUB_SSH_MAX_OUTPUT_BYTES = int(env("HUB_SSH_MAX_OUTPUT_BYTES", 1024 * 1024))
+HUB_SSH_CONNECT_TIMEOUT_SECONDS = float(env("HUB_SSH_CONNECT_TIMEOUT_SECONDS", 10))
+HUB_SSH_COMMAND_TIMEOUT_SECONDS = float(env("HUB_SSH_COMMAND_TIMEOUT_SECONDS", 300))
+HUB_SSH_TURN_TTL_SECONDS = int(env("HUB_SSH_TURN_TTL_SECONDS", 24 * 3600))
+
 # Host surface (plugins_app.services.host_members): what plugins may reach through host.*.
 # host.fetch refuses loopback, private, link-local and metadata addresses unless this is on.
 HUB_FETCH_ALLOW_PRIVATE = env_bool("HUB_FETCH_ALLOW_PRIVATE", False)

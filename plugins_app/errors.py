@@ -66,3 +66,10 @@ class PlatformError(HubError):
     def __init__(self, message: str, *, retryable: bool = True):
         super().__init__(message)
         self.retryable = retryable
+
+
+class SshUnavailable(HubError):
+    """The SSH server could not be reached, trusted or logged into; nothing ran on it."""
+
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_code = "ssh_unavailable"

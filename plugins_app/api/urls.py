@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import host_views, scheduling_views, views
+from . import host_views, scheduling_views, ssh_views, views
 
 urlpatterns = [
     path("ping", views.PingView.as_view(), name="ping"),
@@ -27,4 +27,7 @@ urlpatterns = [
     path("notifications", scheduling_views.NotificationListView.as_view(), name="notification-list"),
     path("notifications/<str:notification_id>", scheduling_views.NotificationDetailView.as_view(),
          name="notification-detail"),
+    path("ssh-hosts", ssh_views.SshHostListView.as_view(), name="ssh-host-list"),
+    path("ssh-hosts/<str:host_id>", ssh_views.SshHostDetailView.as_view(), name="ssh-host-detail"),
+    path("ssh/execute", ssh_views.SshExecuteView.as_view(), name="ssh-execute"),
 ]

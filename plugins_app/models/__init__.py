@@ -4,6 +4,8 @@ from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
 from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
 from .plugins import ChainEntry, Installation, Plugin
 from .scheduling import CronJob, CronRun, Notification
+from .ssh import SshHost, SshTurn
 
 __all__ = ["Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning", "ImmutableRecordError",
-           "Installation", "Notification", "PlatformConfig", "Plugin", "PluginLog", "UsageDaily", "WorkspaceFile"]
+           "Installation", "Notification", "PlatformConfig", "Plugin", "PluginLog", "SshHost", "SshTurn", "UsageDaily",
+           "WorkspaceFile"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -22,6 +23,8 @@ class HostCall:
     turn_id: str
     extras: dict
     effects: list = field(default_factory=list)
+    # How many times this handler has called this member in this chain run, this call included.
+    call_number: int = 1
 
 
 Member = Callable[[HostCall, list], Any]
@@ -42,6 +45,7 @@ class HostBridge:
         self.account, self.spec, self.context = account, spec, context
         self.hop, self.turn_id, self.extras = hop, turn_id, extras or {}
         self.effects: list = []
+        self.calls: Counter = Counter()
 
     def __call__(self, handler: Handler, name: str, args: list):
         fn = MEMBERS.get(name)
@@ -51,6 +55,7 @@ class HostBridge:
         if permission and permission not in handler.granted:
             raise HostError(f"host.{name} needs the {permission} permission, which an account admin "
                             f"has not granted to {handler.plugin}")
+        self.calls[handler.installation_id, name] += 1
         call = HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id,
-                        self.extras, self.effects)
+                        self.extras, self.effects, self.calls[handler.installation_id, name])
         return fn(call, args)

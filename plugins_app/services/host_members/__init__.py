@@ -1,3 +1,3 @@
 """The host.* members plugins call; importing this package registers them with the host bridge."""
 
-from . import agents, fetch, llm, log, session, workspace  # noqa: F401  (registration side effects)
+from . import agents, fetch, llm, log, session, ssh, workspace  # noqa: F401  (registration side effects)

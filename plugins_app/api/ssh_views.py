@@ -1,0 +1,50 @@
+"""The SSH API: the account's servers (/ssh-hosts) and the gateway that runs agents' operations."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+
+from plugins_app.services import ssh_gateway, ssh_hosts
+
+from . import ssh_serializers as ss
+from .views import AccountView, _validated
+
+
+class SshHostListView(AccountView):
+    @extend_schema(responses=ss.SshHostSerializer(many=True), operation_id="ssh_hosts_list")
+    def get(self, request):
+        return Response({"sshHosts": ss.SshHostSerializer(ssh_hosts.list_hosts(self.account), many=True).data})
+
+    @extend_schema(request=ss.SshHostWriteSerializer, responses={201: ss.SshHostSerializer})
+    def post(self, request):
+        host = ssh_hosts.create_host(self.account, _validated(ss.SshHostWriteSerializer, request.data))
+        return Response(ss.SshHostSerializer(host).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(responses=ss.SshHostSerializer)
+class SshHostDetailView(AccountView):
+    def get(self, request, host_id):
+        return Response(ss.SshHostSerializer(ssh_hosts.get_host(self.account, host_id)).data)
+
+    @extend_schema(request=ss.SshHostWriteSerializer)
+    def patch(self, request, host_id):
+        host = ssh_hosts.update_host(self.account, host_id, _validated(ss.SshHostWriteSerializer, request.data))
+        return Response(ss.SshHostSerializer(host).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, host_id):
+        ssh_hosts.delete_host(self.account, host_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SshExecuteView(AccountView):
+    """Runs an agent's SSH operation: sshConnectionOpening (once per server per turn),
+    sshCommandSending, the operation, sshCommandCompleted."""
+
+    @extend_schema(request=ss.SshExecuteRequestSerializer, responses=ss.SshExecuteResponseSerializer)
+    def post(self, request):
+        body = _validated(ss.SshExecuteRequestSerializer, request.data)
+        operation = ssh_gateway.Operation(
+            session_id=body["sessionId"], agent_id=body["agentId"], turn_id=body["turnId"], kind=body["kind"],
+            command=body["command"], path=body["path"], content=body["content"], intent=body["intent"])
+        return Response(ss.gateway_response(ssh_gateway.execute(self.account, body["sshHostId"], operation)))
