@@ -58,23 +58,36 @@ def configure(account, data) -> PlatformConfig:
     if not isinstance(data, dict):
         raise InvalidInput("baseUrl", 'send {"baseUrl": "https://...", "signingSecret": "..."}')
     config = PlatformConfig.objects.select_for_update().filter(account=account).first()
-    base_url = data.get("baseUrl", config.base_url if config else None)
-    if not isinstance(base_url, str) or not base_url.strip():
-        raise InvalidInput("baseUrl", "the platform's base URL is required")
-    base_url = base_url.strip()
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or len(base_url) > 500:
-        raise InvalidInput("baseUrl", "expected an http:// or https:// URL of at most 500 characters")
-    if parts.query or parts.fragment:
-        raise InvalidInput("baseUrl", "a base URL takes no query or fragment")
-    secret = data.get("signingSecret", config.signing_secret if config else "")
-    if not isinstance(secret, str) or len(secret) > MAX_SECRET_CHARS:
-        raise InvalidInput("signingSecret", f"expected a string of at most {MAX_SECRET_CHARS} characters")
+    base_url = check_base_url(data.get("baseUrl", config.base_url if config else None))
+    secret = check_secret(data.get("signingSecret", config.signing_secret if config else ""))
     if config is None:
         config = PlatformConfig(account=account)
     config.base_url, config.signing_secret = base_url, secret
     config.save()
     return config
+
+
+def check_base_url(value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("baseUrl", "the platform's base URL is required")
+    value = value.strip()
+    try:
+        parts = urlsplit(value)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and len(value) <= 500
+        parts.port   # raises on a port that is not a number
+    except ValueError:
+        valid = False
+    if not valid:
+        raise InvalidInput("baseUrl", "expected an http:// or https:// URL of at most 500 characters")
+    if parts.query or parts.fragment:
+        raise InvalidInput("baseUrl", "a base URL takes no query or fragment")
+    return value
+
+
+def check_secret(value) -> str:
+    if not isinstance(value, str) or len(value) > MAX_SECRET_CHARS:
+        raise InvalidInput("signingSecret", f"expected a string of at most {MAX_SECRET_CHARS} characters")
+    return value
 
 
 def call(account, path: str, payload, *, timeout: float = 10) -> dict:

@@ -12,13 +12,13 @@ from plugins_app.services.host import HostCall, member
 MAX_NAME_CHARS = 200
 
 
-def _check_agent_id(agent_id) -> str:
+def check_agent_id(agent_id) -> str:
     if not isinstance(agent_id, str) or not agent_id or len(agent_id) > MAX_ID_LENGTH or "/" in agent_id:
         raise InvalidInput("agentId", f"expected an id string of 1 to {MAX_ID_LENGTH} characters")
     return agent_id
 
 
-def _installed_plugin(account, slug):
+def installed_plugin(account, slug):
     if slug is None:
         return None
     if not isinstance(slug, str) or not slug:
@@ -34,13 +34,13 @@ def _installed_plugin(account, slug):
 @transaction.atomic
 def register_agent(account, agent_id, data) -> tuple[Agent, bool]:
     """Create or replace the agent `agent_id`; returns (agent, created)."""
-    _check_agent_id(agent_id)
+    check_agent_id(agent_id)
     if not isinstance(data, dict):
         raise InvalidInput("name", 'send {"name": "...", "plugin": <slug or null>}')
     name = data.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
         raise InvalidInput("name", f"expected a non-empty string of at most {MAX_NAME_CHARS} characters")
-    plugin = _installed_plugin(account, data.get("plugin"))
+    plugin = installed_plugin(account, data.get("plugin"))
     agent, created = Agent.objects.select_for_update().get_or_create(
         account=account, agent_id=agent_id, defaults={"name": name.strip(), "plugin": plugin})
     if not created:
