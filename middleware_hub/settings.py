@@ -144,6 +144,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery. The default filesystem broker needs no service; both directions use
+    "ENUM_NAME_OVERRIDES": {"SshOperationKindEnum": "plugins_app.runtime.hooks.SSH_KINDS"},
 # one folder because producers and consumers share this configuration.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):

@@ -1,6 +1,6 @@
 """The SSH API: the account's servers (/ssh-hosts) and the gateway that runs agents' operations."""
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import status
 from rest_framework.response import Response
 
@@ -10,8 +10,11 @@ from . import ssh_serializers as ss
 from .views import AccountView, _validated
 
 
+_HOST_LIST = inline_serializer("SshHostList", {"sshHosts": ss.SshHostSerializer(many=True)})
+
+
 class SshHostListView(AccountView):
-    @extend_schema(responses=ss.SshHostSerializer(many=True), operation_id="ssh_hosts_list")
+    @extend_schema(responses=_HOST_LIST, operation_id="ssh_hosts_list")
     def get(self, request):
         return Response({"sshHosts": ss.SshHostSerializer(ssh_hosts.list_hosts(self.account), many=True).data})
 

@@ -189,16 +189,24 @@ class _Capture:
 async def _command(target: Target, command: str, timeout: float, limit: int) -> SshResult:
     out, err = _Capture(limit), _Capture(limit)
     started = time.monotonic()
-    async with _connection(target) as conn:
+    process = None
+
+    async def execute() -> int:
+        nonlocal process
         process = await conn.create_process(command, encoding=None)
         process.stdin.write_eof()
+        return await _collect(process, out, err)
+
+    async with _connection(target) as conn:
         try:
-            exit_code = await asyncio.wait_for(_collect(process, out, err), timeout)
+            exit_code = await asyncio.wait_for(execute(), timeout)
         except asyncio.TimeoutError:
-            _stop(process)
+            if process is not None:
+                _stop(process)
             raise SshTimedOut(timeout, _command_result(TIMED_OUT_EXIT_CODE, out, err, started, True)) from None
         finally:
-            process.close()
+            if process is not None:
+                process.close()
     return _command_result(exit_code, out, err, started)
 
 
