@@ -90,6 +90,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL;",
     }
+    # A file rather than memory, so the Celery workers an integration test starts share the test
+    # database; one per test process, so concurrent runs in one checkout don't collide.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -141,10 +144,10 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "plugins_app.api.schema.add_hook_contexts",
     ],
+    "ENUM_NAME_OVERRIDES": {"SshOperationKindEnum": "plugins_app.runtime.hooks.SSH_KINDS"},
 }
 
 # Celery. The default filesystem broker needs no service; both directions use
-    "ENUM_NAME_OVERRIDES": {"SshOperationKindEnum": "plugins_app.runtime.hooks.SSH_KINDS"},
 # one folder because producers and consumers share this configuration.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
@@ -173,7 +176,7 @@ HUB_CRON_SLOT_GRACE_SECONDS = int(env("HUB_CRON_SLOT_GRACE_SECONDS", 300))
 HUB_CRON_RUN_EXPIRY_SECONDS = int(env("HUB_CRON_RUN_EXPIRY_SECONDS", 24 * 3600))
 HUB_NOTIFY_MAX_DELAY_SECONDS = int(env("HUB_NOTIFY_MAX_DELAY_SECONDS", 365 * 24 * 3600))
 # Beat's sweep hands due timers to the workers this often (the timers' precision).
-HUB_NOTIFY_SWEEP_SECONDS = float(env("HUB_NOTIFY_SWEEP_SECONDS", 2))
+HUB_NOTIFY_SWEEP_SECONDS = max(1, int(env("HUB_NOTIFY_SWEEP_SECONDS", 2)))
 HUB_NOTIFY_SWEEP_BATCH = int(env("HUB_NOTIFY_SWEEP_BATCH", 500))
 HUB_NOTIFY_REQUEUE_SECONDS = int(env("HUB_NOTIFY_REQUEUE_SECONDS", 60))
 HUB_NOTIFY_RECLAIM_SECONDS = int(env("HUB_NOTIFY_RECLAIM_SECONDS", 3600))
