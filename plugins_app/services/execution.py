@@ -38,7 +38,7 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
     except ContextError as exc:
         raise InvalidInput(f"context.{exc.field}" if exc.field != "context" else "context", exc.message) from None
     handlers = chain_cache.handlers(account, hook)
-    bridge = HostBridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras)
+    bridge = HostBridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras, record=record)
     result = run_chain(get_pool(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop)
     if record:
         record_result(account, spec, clean, result, hop=hop, turn_id=turn_id)

@@ -25,6 +25,8 @@ class HostCall:
     effects: list = field(default_factory=list)
     # How many times this handler has called this member in this chain run, this call included.
     call_number: int = 1
+    # False in a try-run: members must not leave audit rows, logs or metering behind.
+    record: bool = True
 
 
 Member = Callable[[HostCall, list], Any]
@@ -41,8 +43,9 @@ def member(name: str):
 
 class HostBridge:
     def __init__(self, account, spec: HookSpec, context: dict, *, hop: int = 0, turn_id: str = "",
-                 extras: dict | None = None):
+                 extras: dict | None = None, record: bool = True):
         self.account, self.spec, self.context = account, spec, context
+        self.record = record
         self.hop, self.turn_id, self.extras = hop, turn_id, extras or {}
         self.effects: list = []
         self.calls: Counter = Counter()
@@ -57,5 +60,5 @@ class HostBridge:
                             f"has not granted to {handler.plugin}")
         self.calls[handler.installation_id, name] += 1
         call = HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id,
-                        self.extras, self.effects, self.calls[handler.installation_id, name])
+                        self.extras, self.effects, self.calls[handler.installation_id, name], self.record)
         return fn(call, args)

@@ -38,7 +38,8 @@ def peer_send(call: HostCall, args: list) -> dict:
                "isSubagentReport": False, "text": text}
     try:
         result, reactions = execution.execute_hook(call.account, PEER_HOOK, context, hop=hop,
-                                                   turn_id=call.turn_id, extras=call.extras)
+                                                   turn_id=call.turn_id, extras=call.extras,
+                                                   record=call.record)
     except HubError as exc:
         raise HostError(f"host.session.peer.send: {exc.detail}") from None
     except PoolExhausted as exc:
