@@ -103,9 +103,16 @@ def update_job(account, job_id, **changes) -> CronJob:
 
 
 def _apply(job: CronJob, values: dict) -> None:
+    for name, value in clean_fields(values).items():
+        setattr(job, name, value)
+
+
+def clean_fields(values: dict) -> dict:
+    """Check a job's fields (all of them, model names); returns them normalised. The admin's form uses it too."""
     unknown = set(values) - set(FIELDS)
     if unknown:
         raise TypeError(f"not cron job fields: {', '.join(sorted(unknown))}")
+    values = {**DEFAULTS, **values}
     check_agent_id(values.get("agent_id"))
     _check_text("name", values.get("name"), MAX_NAME_CHARS)
     _check_text("prompt", values.get("prompt"), MAX_PROMPT_CHARS)
@@ -115,8 +122,7 @@ def _apply(job: CronJob, values: dict) -> None:
         raise InvalidInput("enabled", "expected true or false")
     values["cron_expression"] = " ".join((values["cron_expression"] or "").split())
     check_schedule(values["cron_expression"], values["interval_seconds"], values["timezone"])
-    for name, value in values.items():
-        setattr(job, name, value)
+    return values
 
 
 @transaction.atomic
