@@ -29,6 +29,7 @@ migrate: venv
 	$(BIN)/python manage.py migrate --noinput
 
 demo: migrate
+	$(BIN)/python manage.py sync_catalog
 	$(BIN)/python manage.py load_demo
 
 run: install migrate demo

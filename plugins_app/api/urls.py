@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import host_views, scheduling_views, ssh_views, views
+from . import catalog_views, host_views, scheduling_views, ssh_views, views
 
 urlpatterns = [
     path("ping", views.PingView.as_view(), name="ping"),
@@ -11,6 +11,9 @@ urlpatterns = [
     path("plugins", views.PluginListView.as_view(), name="plugin-list"),
     path("plugins/<str:installation_id>", views.PluginDetailView.as_view(), name="plugin-detail"),
     path("plugins/<str:installation_id>/grant", views.PluginGrantView.as_view(), name="plugin-grant"),
+    path("plugins/<str:installation_id>/settings", catalog_views.PluginSettingsView.as_view(),
+         name="plugin-settings"),
+    path("catalog", catalog_views.CatalogView.as_view(), name="catalog"),
     path("chains/<str:hook>", views.ChainView.as_view(), name="chain"),
     path("cancellations", views.CancellationListView.as_view(), name="cancellation-list"),
     path("warnings", views.WarningListView.as_view(), name="warning-list"),

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from plugins_app.errors import InvalidInput
 from plugins_app.models import Installation
 from plugins_app.runtime.hooks import HOOKS
-from plugins_app.services import chains, execution, plugins, queries
+from plugins_app.services import catalog, chains, execution, plugins, queries
 
 from . import serializers as s
 
@@ -69,7 +69,6 @@ class PluginListView(AccountView):
     def post(self, request):
         body = _validated(s.InstallRequestSerializer, request.data)
         if "catalog" in body:
-            from plugins_app.services import catalog   # provided by the catalog feature
             installation = catalog.install_official(self.account, body["catalog"], settings=body.get("settings"),
                                                     grant=body.get("grant"))
         else:
