@@ -20,6 +20,7 @@ class PlatformStub:
         self.secret = secret
         self.calls: list[dict] = []
         self.answers: dict[str, deque] = defaultdict(deque)
+        self.replies: dict[str, dict] = {}
         self.session_ids = iter(f"9007199254740993{i}" for i in range(10_000))
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -41,6 +42,10 @@ class PlatformStub:
     def fail(self, path: str, *statuses: int) -> None:
         """Answer the next calls to `path` with these HTTP statuses, then normally again."""
         self.answers[path].extend(statuses)
+
+    def reply(self, path: str, body: dict) -> None:
+        """Answer successful calls to `path` with this JSON body."""
+        self.replies[path] = body
 
     def calls_to(self, path: str) -> list[dict]:
         with self._lock:
@@ -70,7 +75,10 @@ class PlatformStub:
                     status = queued.popleft() if queued else 200
                     stub.calls.append({"path": path, "body": json.loads(raw or b"null"), "signed": signed,
                                        "status": status})
-                answer = {"sessionId": next(stub.session_ids)} if path == "/missions" else {"ok": True}
+                if path in stub.replies:
+                    answer = stub.replies[path]
+                else:
+                    answer = {"sessionId": next(stub.session_ids)} if path == "/missions" else {"ok": True}
                 body = json.dumps(answer if status == 200 else {"error": "stub says no"}).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
