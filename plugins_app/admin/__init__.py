@@ -1,7 +1,14 @@
 """plugins_app's admin: account-scoped pages for plugins, chains, audit trails and the try-it page."""
 
-from . import scheduling, ssh  # noqa: F401  (registers the admins)
-from .scoping import AccountScopedAdmin, AccountScopedStackedInline, AccountScopedTabularInline, ReadOnlyAccountScopedAdmin
+from django.contrib import admin
+
+from . import audit, chains, host, plugins, scheduling, ssh  # noqa: F401  (registers the admins)
+from .scoping import (AccountScopedAdmin, AccountScopedStackedInline, AccountScopedTabularInline,
+                      ReadOnlyAccountScopedAdmin)
+
+admin.site.site_header = "Middleware Hub"
+admin.site.site_title = "Middleware Hub"
+admin.site.index_title = "Plugins, chains and audit trails"
 
 __all__ = ["AccountScopedAdmin", "AccountScopedStackedInline", "AccountScopedTabularInline",
            "ReadOnlyAccountScopedAdmin"]

@@ -1,0 +1,115 @@
+"""`manage.py load_demo`: the demo account, its admin and auditor logins, plugins and an API key."""
+
+import importlib.util
+import os
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from accounts import services
+from accounts.models import ApiKey
+from plugins_app.errors import HubError
+from plugins_app.models import CancelLog, Installation
+
+ACCOUNT = "demo"
+ADMIN, AUDITOR = "demo-admin", "demo-auditor"
+KEY_NAME = "demo"
+EXAMPLES = settings.BASE_DIR.parent / "shared" / "spec" / "examples"
+
+# The spec's examples, used when the spec's example folder is not next to the project.
+PLUGINS = [
+    ("Card mask", "card-mask-userMessageInbound.ts", """\
+globalThis.middleware.userMessageInbound = async (context) => {
+  return context.text.replace(/\\b(?:\\d[ -]?){13,19}\\b/g, "[card number removed]");
+};
+"""),
+    ("Rm guard", "rm-guard-sshCommandSending.ts", """\
+globalThis.middleware.sshCommandSending = async (context, tools) => {
+  if (context.kind !== "command" || !context.command) return {};
+  if (/\\brm\\s+-[a-z]*r[a-z]*f?\\s+\\/(\\s|$)/.test(context.command)) {
+    return tools.cancel("refusing to delete the root filesystem");
+  }
+  return { command: context.command.replace(/\\bapt-get install\\b/, "apt-get install -y") };
+};
+"""),
+    ("Polite prompt", None, """\
+globalThis.middleware.systemPrompt = async (context) => {
+  return context.systemPrompt + "\\n\\nBe polite.";
+};
+"""),
+]
+# Official plugins installed when the catalog is there (they run after "Polite prompt").
+OFFICIAL = ["caveman"]
+
+SSH_SAMPLE = {"sessionId": "1001", "agentId": "2002", "sshHostId": "3003", "hostDisplayName": "web-1",
+              "kind": "command", "command": "rm -rf /", "path": None, "content": None}
+
+
+def _source(example, inline):
+    path = EXAMPLES / example if example else None
+    return path.read_text() if path is not None and path.is_file() else inline
+
+
+class Command(BaseCommand):
+    help = ("Create (or refresh) the demo account: an admin and an auditor login (password from "
+            "DEMO_PASSWORD, default demo-password), a few plugins, a fresh API key, and some audit rows. "
+            "Safe to run again.")
+
+    def handle(self, *args, **options):
+        password = os.environ.get("DEMO_PASSWORD") or "demo-password"
+        with transaction.atomic():
+            account = services.get_or_create_account(ACCOUNT)
+            services.add_member(ACCOUNT, ADMIN, "admin", password=password)
+            services.add_member(ACCOUNT, AUDITOR, "auditor", password=password)
+        installed = self._install_plugins(account)
+        self._record_a_cancel(account)
+        with transaction.atomic():
+            # One live demo key: the previous one is revoked because its raw value can't be shown again.
+            ApiKey.objects.filter(account=account, name=KEY_NAME).revoke()
+            _, raw_key = ApiKey.issue(account, name=KEY_NAME)
+
+        port = os.environ.get("PORT", "8000")
+        self.stdout.write(self.style.SUCCESS(f"Demo account {ACCOUNT!r} is ready."))
+        self.stdout.write(f"  Admin:         http://127.0.0.1:{port}/admin/")
+        self.stdout.write(f"  Account admin: {ADMIN} / {password}")
+        self.stdout.write(f"  Auditor:       {AUDITOR} / {password}")
+        self.stdout.write(f"  Plugins:       {', '.join(installed)}")
+        self.stdout.write(f"  API key:       {raw_key}")
+        self.stdout.write(f"  Try:           curl -s -H 'Authorization: Bearer {raw_key}' "
+                          f"http://127.0.0.1:{port}/api/v1/plugins")
+
+    def _install_plugins(self, account):
+        from plugins_app.services import plugins
+
+        for name, example, inline in PLUGINS:
+            if not Installation.objects.filter(account=account, plugin__name=name).exists():
+                plugins.install_plugin(account, name=name, source=_source(example, inline),
+                                       language="typescript", description="Demo plugin from the hooks spec.")
+        if importlib.util.find_spec("plugins_app.services.catalog") is not None:
+            self._install_official(account)
+        return list(Installation.objects.filter(account=account).order_by("created_at", "id")
+                    .values_list("plugin__name", flat=True))
+
+    def _install_official(self, account):
+        from plugins_app.services import catalog
+
+        for slug in OFFICIAL:
+            if Installation.objects.filter(account=account, plugin__slug=slug, plugin__account=None).exists():
+                continue
+            try:
+                catalog.install_official(account, slug)
+            except HubError as exc:
+                self.stderr.write(f"Skipped official plugin {slug}: {exc.detail}")
+
+    def _record_a_cancel(self, account):
+        """One real execute, so the auditor's cancel log and the usage page are not empty."""
+        if CancelLog.objects.filter(account=account).exists():
+            return
+        from plugins_app.services.execution import execute_hook
+        from plugins_app.services.metering import meter
+
+        execute_hook(account, "sshCommandSending", dict(SSH_SAMPLE), turn_id="demo")
+        execute_hook(account, "systemPrompt", {"sessionId": "1001", "agentId": "2002", "sessionKind": "direct",
+                                               "systemPrompt": "You are a helpful agent."}, turn_id="demo")
+        meter.flush()

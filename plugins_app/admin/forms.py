@@ -1,0 +1,151 @@
+"""Admin forms: installing from source, changing an installation, and the try-it page."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from django import forms
+
+from plugins_app.models import Installation, Plugin
+from plugins_app.runtime.context import sample_context
+from plugins_app.runtime.hooks import HOOK_NAMES, HOOKS
+from plugins_app.runtime.permissions import ALL_PERMISSIONS
+from plugins_app.services.plugins import MAX_SOURCE_CHARS
+
+from .scoping import editable_accounts
+
+EXTENSIONS = {".ts": "typescript", ".mts": "typescript", ".js": "javascript", ".mjs": "javascript"}
+PERMISSION_CHOICES = [(p, p) for p in ALL_PERMISSIONS]
+MAX_UPLOAD_BYTES = MAX_SOURCE_CHARS * 4   # UTF-8; the character limit is checked when compiling
+
+
+def source_digest(source: str, language: str) -> str:
+    """What the admin reviewed: a new source or language needs a new review before installing."""
+    return hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()
+
+
+class AccountChoiceMixin:
+    def limit_accounts(self, request):
+        field = self.fields["account"]
+        field.queryset = editable_accounts(request)
+        if field.queryset.count() == 1:
+            field.initial = field.queryset.first().pk
+
+
+class InstallForm(AccountChoiceMixin, forms.Form):
+    account = forms.ModelChoiceField(queryset=None)
+    name = forms.CharField(max_length=100)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    language = forms.ChoiceField(choices=Plugin.Language.choices, initial=Plugin.Language.TYPESCRIPT)
+    source = forms.CharField(
+        required=False, strip=False,
+        widget=forms.Textarea(attrs={"rows": 18, "cols": 100, "spellcheck": "false", "class": "hub-code"}))
+    upload = forms.FileField(required=False, label="…or upload a file",
+                             help_text="A .ts or .js file; it replaces the pasted source and sets the language.")
+    grant = forms.MultipleChoiceField(choices=PERMISSION_CHOICES, required=False,
+                                      widget=forms.CheckboxSelectMultiple, label="Grant permissions")
+    reviewed = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args, request, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.limit_accounts(request)
+
+    def clean(self):
+        data = super().clean()
+        upload = data.get("upload")
+        if upload:
+            if upload.size > MAX_UPLOAD_BYTES:
+                self.add_error("upload", f"the file is over {MAX_UPLOAD_BYTES // 1024} KiB")
+                return data
+            try:
+                data["source"] = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                self.add_error("upload", "the file is not UTF-8 text")
+                return data
+            suffix = "." + upload.name.rsplit(".", 1)[-1].lower() if "." in upload.name else ""
+            if suffix in EXTENSIONS:
+                data["language"] = EXTENSIONS[suffix]
+        if not (data.get("source") or "").strip():
+            self.add_error("source", "paste the plugin's source or upload a file")
+        return data
+
+    @property
+    def digest(self) -> str:
+        return source_digest(self.cleaned_data["source"], self.cleaned_data["language"])
+
+    def was_reviewed(self) -> bool:
+        return self.cleaned_data.get("reviewed") == self.digest
+
+    def _keep_source(self) -> None:
+        # An uploaded file is shown as pasted text from now on.
+        self.data = self.data.copy()
+        self.data["source"] = self.cleaned_data["source"]
+        self.data["language"] = self.cleaned_data["language"]
+
+    def show_compiled(self, compiled: dict) -> None:
+        """Re-render for review: the permissions it asks for become the only grant choices."""
+        self._keep_source()
+        self.data["reviewed"] = self.digest
+        self.fields["grant"].choices = [(p, p) for p in compiled["permissions"]]
+        self.fields["grant"].help_text = ("Tick what you approve. A call without its permission rejects the "
+                                          "plugin's promise; the chain keeps running.")
+
+    def add_compile_errors(self, errors: list[dict]) -> None:
+        self._keep_source()
+        source_lines = self.cleaned_data["source"].splitlines()
+        self.compile_errors = []
+        for error in errors:
+            line, column = error.get("line") or 1, error.get("column") or 1
+            self.add_error("source", f"line {line}, column {column}: {error['message']}")
+            text = source_lines[line - 1] if 0 < line <= len(source_lines) else ""
+            gutter = f"{line} | "
+            # Keep the source's tabs so the caret lines up under the column.
+            pad = "".join(c if c == "\t" else " " for c in text[:column - 1]).ljust(column - 1)
+            excerpt = f"{gutter}{text}\n{' ' * len(gutter)}{pad}^"
+            self.compile_errors.append({"line": line, "column": column, "message": error["message"],
+                                        "excerpt": excerpt})
+
+
+class InstallationChangeForm(forms.ModelForm):
+    granted_permissions = forms.MultipleChoiceField(choices=(), required=False,
+                                                    widget=forms.CheckboxSelectMultiple)
+    settings = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 6, "class": "hub-code"}),
+                               help_text="A JSON object handed to the plugin as host.config.")
+
+    class Meta:
+        model = Installation
+        fields = ["enabled", "granted_permissions", "settings"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        plugin = self.instance.plugin if self.instance.plugin_id else None
+        asked = plugin.permissions if plugin else []
+        self.fields["granted_permissions"].choices = [(p, p) for p in asked]
+        self.fields["granted_permissions"].help_text = (
+            "What the plugin's code calls; ungranted calls reject the plugin's promise." if asked
+            else "This plugin calls no host member that needs a permission.")
+
+    def clean_settings(self):
+        value = self.cleaned_data.get("settings")
+        if value in (None, ""):
+            return {}
+        if not isinstance(value, dict):
+            raise forms.ValidationError("expected a JSON object")
+        return value
+
+
+class TryItForm(AccountChoiceMixin, forms.Form):
+    account = forms.ModelChoiceField(queryset=None)
+    hook = forms.ChoiceField(choices=[(name, name) for name in HOOK_NAMES])
+    context = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 14, "cols": 90,
+                                                                        "spellcheck": "false",
+                                                                        "class": "hub-code"}))
+
+    def __init__(self, *args, request, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.limit_accounts(request)
+
+
+def sample_context_text(hook: str) -> str:
+    return json.dumps(sample_context(HOOKS[hook]), indent=2)

@@ -1,0 +1,253 @@
+"""Admin pages for plugins and installations: install from source or the catalog, enable, grant."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from plugins_app.errors import CompileFailed, Conflict, HubError, InvalidInput
+from plugins_app.models import Installation, Plugin
+from plugins_app.runtime.hooks import HOOKS
+from plugins_app.services import admin_ops, plugins
+
+from .forms import InstallationChangeForm, InstallForm
+from .scoping import AccountScopedAdmin, admin_account_ids, is_operator
+
+
+def catalog_module():
+    """plugins_app.services.catalog when the catalog feature is installed, else None."""
+    if importlib.util.find_spec("plugins_app.services.catalog") is None:
+        return None
+    from plugins_app.services import catalog
+    return catalog
+
+
+def _code(text: str):
+    return format_html('<pre class="hub-code">{}</pre>', text)
+
+
+def _tags(items):
+    if not items:
+        return "—"
+    return format_html_join(" ", '<code class="hub-tag">{}</code>', ((i,) for i in items))
+
+
+@admin.register(Plugin)
+class PluginAdmin(AccountScopedAdmin):
+    """Read-only: a plugin's code changes by installing a new one; official plugins come from the
+    catalog. Account admins see their accounts' plugins and the official ones."""
+
+    auditor_visible = False
+    list_display = ["name", "slug", "owner", "language", "version", "hook_list", "permission_list"]
+    list_filter = ["language", ("account", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "slug", "description"]
+    fields = ["name", "slug", "owner", "description", "version", "language", "hook_list",
+              "host_member_list", "permission_list", "code_hash", "source_code", "created_at", "updated_at"]
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        qs = admin.ModelAdmin.get_queryset(self, request).select_related("account")
+        if is_operator(request):
+            return qs
+        return qs.filter(Q(account__in=admin_account_ids(request)) | Q(account__isnull=True))
+
+    def has_view_permission(self, request, obj=None):
+        if obj is not None and obj.account_id is None and not is_operator(request):
+            return bool(admin_account_ids(request))
+        return super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="owner", ordering="account__name")
+    def owner(self, obj):
+        return obj.account or "official"
+
+    @admin.display(description="hooks")
+    def hook_list(self, obj):
+        return _tags(obj.hooks)
+
+    @admin.display(description="host members it calls")
+    def host_member_list(self, obj):
+        return _tags(obj.host_members)
+
+    @admin.display(description="permissions")
+    def permission_list(self, obj):
+        return _tags(obj.permissions)
+
+    @admin.display(description="source")
+    def source_code(self, obj):
+        return _code(obj.source)
+
+
+@admin.register(Installation)
+class InstallationAdmin(AccountScopedAdmin):
+    auditor_visible = False
+    form = InstallationChangeForm
+    list_display = ["plugin_name", "account", "enabled", "kind", "hook_list", "granted_list", "created_at"]
+    list_display_links = ["plugin_name"]
+    list_filter = ["enabled", "account", ("plugin__account", admin.EmptyFieldListFilter)]
+    list_select_related = ["plugin", "account"]
+    search_fields = ["plugin__name", "plugin__slug"]
+    actions = ["enable_selected", "disable_selected"]
+    readonly_fields = ["account", "plugin_link", "hook_list", "asked_list", "chain_places", "source_code",
+                       "created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["account", "plugin_link", "enabled"]}),
+        ("What it does", {"fields": ["hook_list", "chain_places", "asked_list"]}),
+        ("What it may do", {"fields": ["granted_permissions", "settings"]}),
+        ("Source", {"fields": ["source_code"], "classes": ["collapse"]}),
+        (None, {"fields": ["created_at", "updated_at"]}),
+    ]
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path("catalog/", self.admin_site.admin_view(self.catalog_view), name="%s_%s_catalog" % info),
+            *super().get_urls(),
+        ]
+
+    # --- installing ---------------------------------------------------------------------------
+
+    def add_view(self, request, form_url="", extra_context=None):
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = InstallForm(request.POST or None, request.FILES or None, request=request)
+        compiled = None
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                if "_install" in request.POST and form.was_reviewed():
+                    installation = plugins.install_plugin(
+                        data["account"], name=data["name"], source=data["source"], language=data["language"],
+                        description=data["description"], grant=data["grant"])
+                    self.log_addition(request, installation, [{"added": {}}])
+                    messages.success(request, f"Installed {installation.plugin.name} in {installation.account}: "
+                                              f"it now runs at the end of the {', '.join(installation.plugin.hooks)} "
+                                              f"chain{'s' if len(installation.plugin.hooks) > 1 else ''}.")
+                    return HttpResponseRedirect(reverse("admin:plugins_app_installation_change",
+                                                        args=[installation.pk]))
+                compiled = plugins.compile_source(data["source"], data["language"])
+                form.show_compiled(compiled)
+                if "_install" in request.POST:
+                    messages.warning(request, "The source changed since it was checked: review the hooks and "
+                                              "permissions below, then install.")
+            except CompileFailed as exc:
+                form.add_compile_errors(exc.extra["errors"])
+            except Conflict as exc:
+                form.add_error("name", str(exc.detail))
+            except InvalidInput as exc:
+                field = exc.extra.get("field")
+                form.add_error(field if field in form.fields else None, str(exc.detail))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Install a plugin",
+            "opts": self.opts,
+            "form": form,
+            "media": self.media + form.media,
+            "compiled": compiled,
+            "hooks": [HOOKS[h] for h in compiled["hooks"]] if compiled else [],
+            "compile_errors": getattr(form, "compile_errors", []),
+            "has_catalog": catalog_module() is not None,
+            **(extra_context or {}),
+        }
+        return TemplateResponse(request, "admin/plugins_app/installation/install.html", context)
+
+    def catalog_view(self, request):
+        catalog = catalog_module()
+        if catalog is None or not self.has_add_permission(request):
+            raise PermissionDenied
+        from .catalog import catalog_page
+        return catalog_page(self, request, catalog)
+
+    # --- changing -----------------------------------------------------------------------------
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            raise PermissionDenied   # installs go through add_view
+        data = form.cleaned_data
+        updated = admin_ops.update_installation(obj.account, obj.pk, enabled=data["enabled"],
+                                                grant=data["granted_permissions"], settings=data["settings"])
+        obj.refresh_from_db()
+        return updated
+
+    def delete_model(self, request, obj):
+        plugins.uninstall(obj.account, obj.pk)
+
+    def delete_queryset(self, request, queryset):
+        for installation in queryset.select_related("account"):
+            plugins.uninstall(installation.account, installation.pk)
+
+    @admin.action(description="Enable selected installations", permissions=["change"])
+    def enable_selected(self, request, queryset):
+        self._set_enabled(request, queryset, True)
+
+    @admin.action(description="Disable selected installations (they keep their places in the chains)",
+                  permissions=["change"])
+    def disable_selected(self, request, queryset):
+        self._set_enabled(request, queryset, False)
+
+    def _set_enabled(self, request, queryset, enabled):
+        count = 0
+        for installation in queryset.select_related("account"):
+            if not self.has_change_permission(request, installation):
+                continue
+            try:
+                plugins.set_enabled(installation.account, installation.pk, enabled)
+                count += 1
+            except HubError as exc:
+                self.message_user(request, str(exc.detail), messages.ERROR)
+        self.message_user(request, f"{'Enabled' if enabled else 'Disabled'} {count} installation(s).",
+                          messages.SUCCESS)
+
+    # --- display ------------------------------------------------------------------------------
+
+    @admin.display(description="plugin", ordering="plugin__name")
+    def plugin_name(self, obj):
+        return obj.plugin.name
+
+    @admin.display(description="kind")
+    def kind(self, obj):
+        return "official" if obj.plugin.is_official else "custom"
+
+    @admin.display(description="plugin")
+    def plugin_link(self, obj):
+        url = reverse("admin:plugins_app_plugin_change", args=[obj.plugin_id])
+        return format_html('<a href="{}">{}</a> <span class="quiet">{} {}</span>', url, obj.plugin.name,
+                           obj.plugin.slug, obj.plugin.version)
+
+    @admin.display(description="hooks")
+    def hook_list(self, obj):
+        return _tags(obj.plugin.hooks)
+
+    @admin.display(description="permissions it asks for")
+    def asked_list(self, obj):
+        return _tags(obj.plugin.permissions)
+
+    @admin.display(description="granted")
+    def granted_list(self, obj):
+        return _tags(obj.granted_permissions)
+
+    @admin.display(description="places in the chains")
+    def chain_places(self, obj):
+        changelist = reverse("admin:plugins_app_chainentry_changelist")
+        rows = ((f"{changelist}?account={obj.account_id}&hook={entry.hook}", entry.hook, entry.position + 1)
+                for entry in obj.chain_entries.order_by("hook"))
+        return format_html_join(" ", '<a class="hub-tag" href="{}">{} #{}</a>', rows) or "—"
+
+    @admin.display(description="source")
+    def source_code(self, obj):
+        return _code(obj.plugin.source)
