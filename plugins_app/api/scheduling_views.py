@@ -1,7 +1,7 @@
 """Cron jobs, their runs and agents' timers: thin views over services.cron and services.notifications."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from plugins_app.services import cron, notifications
@@ -17,6 +17,14 @@ def _validated(serializer_class, data, *, partial=False):
     return serializer
 
 
+def _page_of(serializer_class, name: str):
+    """The OpenAPI shape of a paginated list (APIViews are not paginated by spectacular)."""
+    return inline_serializer(name, {"count": serializers.IntegerField(),
+                                    "next": serializers.URLField(allow_null=True),
+                                    "previous": serializers.URLField(allow_null=True),
+                                    "results": serializer_class(many=True)})
+
+
 def _paginated(view, qs, serializer_class):
     paginator = Pagination()
     page = paginator.paginate_queryset(qs, view.request, view=view)
@@ -24,7 +32,8 @@ def _paginated(view, qs, serializer_class):
 
 
 class CronJobListView(AccountView):
-    @extend_schema(responses=s.CronJobSerializer(many=True), summary="The account's cron jobs")
+    @extend_schema(responses=_page_of(s.CronJobSerializer, "CronJobPage"), operation_id="cron_jobs_list",
+                   summary="The account's cron jobs")
     def get(self, request):
         return _paginated(self, self.account.cron_jobs.order_by("name", "id"), s.CronJobSerializer)
 
@@ -61,7 +70,8 @@ class CronJobRunNowView(AccountView):
 
 
 class CronJobRunListView(AccountView):
-    @extend_schema(responses=s.CronRunSerializer(many=True), summary="A job's run history, newest first",
+    @extend_schema(responses=_page_of(s.CronRunSerializer, "CronRunPage"), operation_id="cron_job_runs_list",
+                   summary="A job's run history, newest first",
                    parameters=[OpenApiParameter("status", str, description="only runs with this status")])
     def get(self, request, job_id):
         return _paginated(self, cron.runs(self.account, job_id, request.query_params.get("status")),
@@ -84,7 +94,8 @@ class CronRunCompleteView(AccountView):
 
 
 class NotificationListView(AccountView):
-    @extend_schema(responses=s.NotificationSerializer(many=True), summary="The account's timers, newest first",
+    @extend_schema(responses=_page_of(s.NotificationSerializer, "NotificationPage"), operation_id="notifications_list",
+                   summary="The account's timers, newest first",
                    parameters=[OpenApiParameter("sessionId", str), OpenApiParameter("status", str)])
     def get(self, request):
         return _paginated(self, notifications.listing(self.account, request.query_params), s.NotificationSerializer)

@@ -40,6 +40,10 @@ def check_schedule(cron_expression: str, interval_seconds, tz: str) -> None:
     """Exactly one of a five-field crontab (read in `tz`) or an interval in seconds."""
     if bool(cron_expression) == (interval_seconds is not None):
         raise InvalidInput("schedule", 'give either {"crontab": "m h dom mon dow"} or {"intervalSeconds": n}')
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):   # "Europe" is a directory
+        raise InvalidInput("schedule.timezone", f"unknown time zone {tz!r}") from None
     if interval_seconds is not None:
         minimum = settings.HUB_CRON_MIN_INTERVAL_SECONDS
         if isinstance(interval_seconds, bool) or not isinstance(interval_seconds, int) or interval_seconds < minimum:
@@ -54,10 +58,6 @@ def check_schedule(cron_expression: str, interval_seconds, tz: str) -> None:
                        month_of_year=month_of_year, day_of_week=day_of_week)
     except (ValueError, TypeError) as exc:
         raise InvalidInput("schedule.crontab", f"not a valid crontab: {exc}") from None
-    try:
-        ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise InvalidInput("schedule.timezone", f"unknown time zone {tz!r}") from None
 
 
 def _check_text(field: str, value, limit: int) -> str:

@@ -54,6 +54,8 @@ def test_an_interval_job_gets_an_interval_schedule(api_client, settings):
     ({"schedule": {"crontab": "61 * * * *"}}, "schedule.crontab"),
     ({"schedule": {"crontab": "* * * *"}}, "schedule.crontab"),
     ({"schedule": {"crontab": "0 9 * * *", "timezone": "Mars/Olympus"}}, "schedule.timezone"),
+    ({"schedule": {"crontab": "0 9 * * *", "timezone": "Europe"}}, "schedule.timezone"),
+    ({"schedule": {"intervalSeconds": 3600, "timezone": "Mars/Olympus"}}, "schedule.timezone"),
     ({"schedule": {"intervalSeconds": 10}}, "schedule.intervalSeconds"),
     ({"schedule": {"crontab": "0 9 * * *", "intervalSeconds": 3600}}, "schedule"),
     ({"schedule": {}}, "schedule"),
