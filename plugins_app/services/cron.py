@@ -26,6 +26,9 @@ SLOT_TASK = "plugins_app.tasks.fire_cron_slot"
 MAX_NAME_CHARS = 200
 MAX_PROMPT_CHARS = 100_000
 Status = CronRun.Status
+FIELDS = ("agent_id", "name", "prompt", "kind", "cron_expression", "interval_seconds", "timezone", "enabled")
+DEFAULTS = {"kind": CronJob.Kind.CRON_JOB, "cron_expression": "", "interval_seconds": None, "timezone": "UTC",
+            "enabled": True}
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -77,16 +80,11 @@ def get_job(account, job_id) -> CronJob:
         raise NotFound(f"cron job {job_id} not found") from None
 
 
-FIELDS = ("agent_id", "name", "prompt", "kind", "cron_expression", "interval_seconds", "timezone", "enabled")
-DEFAULTS = {"kind": CronJob.Kind.CRON_JOB, "cron_expression": "", "interval_seconds": None, "timezone": "UTC",
-            "enabled": True}
-
-
 @transaction.atomic
 def create_job(account, **fields) -> CronJob:
     """Create a job from model field names (agent_id, name, prompt required) and schedule it."""
     job = CronJob(account=account)
-    _apply(job, {**DEFAULTS, **fields})
+    _apply(job, fields)
     job.save()
     sync_schedule(job)
     return job
