@@ -62,6 +62,8 @@ class InstallRequestSerializer(serializers.Serializer):
     def validate(self, attrs):
         if "catalog" not in attrs and ("name" not in attrs or "source" not in attrs):
             raise serializers.ValidationError({"source": "give name and source, or catalog"})
+        if "settings" in attrs and "catalog" not in attrs:
+            raise serializers.ValidationError({"settings": "only official (catalog) plugins take settings"})
         return attrs
 
 

@@ -57,7 +57,7 @@ def _read_manifest(folder: Path) -> dict:
     parts = []
     for include in manifest.pop("include", []):
         path = (CATALOG_DIR / include).resolve()
-        if CATALOG_DIR not in path.parents or not path.is_file():
+        if CATALOG_DIR.resolve() not in path.parents or not path.is_file():
             raise ManifestError(f"{folder.name}: include {include!r} is not a file in the catalog")
         parts.append(path.read_text(encoding="utf-8"))
     parts.append((folder / "index.ts").read_text(encoding="utf-8"))

@@ -142,6 +142,15 @@ def test_what_get_answers_can_be_sent_back(api_client, synced):  # noqa: F811
     assert response.json()["settings"] == dict(settings, end="03:00")   # computed, not taken from the request
 
 
+def test_a_custom_install_with_settings_is_refused(api_client):
+    response = api_client.post("/api/v1/plugins", {"name": "mine", "language": "javascript", "settings": {"a": 1},
+                                                   "source": "globalThis.middleware.systemPrompt = (c) => c.systemPrompt;"},
+                               format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"settings": ["only official (catalog) plugins take settings"]}
+    assert Installation.objects.count() == 0
+
+
 def test_patch_settings_of_another_accounts_installation_is_404(api_client, other_api_client, synced):  # noqa: F811
     installed = install_official(other_api_client, "caveman")
     assert patch_settings(api_client, installed["id"], {"intensity": "lite"}).status_code == 404
