@@ -1,7 +1,7 @@
 """The host surface's API: the platform bridge, plugin logs and the account's agents."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from plugins_app.services import platform
@@ -18,12 +18,21 @@ def _platform_body(config) -> dict:
             "updatedAt": config.updated_at.isoformat().replace("+00:00", "Z")}
 
 
+_PLATFORM = inline_serializer("Platform", {
+    "baseUrl": serializers.URLField(allow_null=True), "hasSecret": serializers.BooleanField(),
+    "updatedAt": serializers.DateTimeField(allow_null=True)})
+_PLATFORM_PUT = inline_serializer("PlatformUpdate", {
+    "baseUrl": serializers.URLField(), "signingSecret": serializers.CharField(write_only=True)})
+
+
+@extend_schema(responses=_PLATFORM)
 class PlatformView(AccountView):
     """The account's platform bridge; the signing secret is write-only."""
 
     def get(self, request):
         return Response(_platform_body(platform.get_config(self.account)))
 
+    @extend_schema(request=_PLATFORM_PUT, responses=_PLATFORM)
     def put(self, request):
         return Response(_platform_body(platform.configure(self.account, request.data)))
 
@@ -37,7 +46,10 @@ class LogListView(_AuditListView):
 
 
 class AgentListView(AccountView):
-    @extend_schema(parameters=[OpenApiParameter("plugin", str)])
+    serializer_class = hs.AgentSerializer
+
+    @extend_schema(parameters=[OpenApiParameter("plugin", str)], operation_id="agents_list",
+                   responses=hs.AgentSerializer(many=True))
     def get(self, request):
         qs = agents.list_agents(self.account, request.query_params)
         paginator = Pagination()
@@ -45,8 +57,11 @@ class AgentListView(AccountView):
         return paginator.get_paginated_response(hs.AgentSerializer(page, many=True).data)
 
 
+@extend_schema(responses=hs.AgentSerializer)
 class AgentDetailView(AccountView):
     """One agent, registered by the platform with PUT {"name", "plugin": <slug or null>}."""
+
+    serializer_class = hs.AgentSerializer
 
     def get(self, request, agent_id):
         return Response(hs.AgentSerializer(agents.get_agent(self.account, agent_id)).data)

@@ -3,7 +3,7 @@
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers as drf_serializers
-from rest_framework import status
+from rest_framework import generics, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -128,16 +128,14 @@ class ChainView(AccountView):
         return Response({"hook": hook, "chain": s.ChainEntrySerializer(entries, many=True).data})
 
 
-class _AuditListView(AccountView):
-    serializer_class = None
-    query = None
-    pagination_class = Pagination
+class _AuditListView(AccountView, generics.ListAPIView):
+    """A paginated, filtered, account-scoped list; `query(account, params)` does the filtering."""
 
-    def get(self, request):
-        qs = type(self).query(self.account, request.query_params)
-        paginator = Pagination()
-        page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response(self.serializer_class(page, many=True).data)
+    pagination_class = Pagination
+    query = None
+
+    def get_queryset(self):
+        return type(self).query(self.account, self.request.query_params)
 
 
 _FILTERS = [
