@@ -26,3 +26,10 @@ def test_docs_page_uses_bundled_swagger_ui(client):
     assert response.status_code == 200
     assert b"cdn" not in response.content.lower()
     assert b"swagger" in response.content.lower()
+
+
+def test_schema_generates_without_errors_or_warnings(tmp_path):
+    from django.core.management import call_command
+    target = tmp_path / "schema.yml"
+    call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(target))
+    assert "/api/v1/hooks/{hook}/execute" in target.read_text()
