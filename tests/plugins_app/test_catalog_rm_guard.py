@@ -128,3 +128,10 @@ def test_bad_protected_paths_are_refused_and_change_nothing(api_client, guard):
     assert response.status_code == 400
     assert response.json()["error"]["field"] == "settings.protectedPaths"
     assert execute(api_client, "sshCommandSending", command("rm -rf /etc"))["outcome"] == "cancelled"
+
+
+def test_a_long_command_cannot_outlast_the_guard(api_client, guard):
+    # Fail-open would let the command through if parsing it took longer than the 5 s budget.
+    for filler in ("a" * 300_000, "a.b-" * 80_000, "x(" * 100_000):
+        result = execute(api_client, "sshCommandSending", command(f"echo {filler}; rm -rf /"))
+        assert result["outcome"] == "cancelled", result["trace"]

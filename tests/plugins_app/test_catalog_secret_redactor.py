@@ -132,3 +132,11 @@ def test_bad_extra_patterns_are_refused_at_install(api_client, synced, patterns,
     assert error["field"] == "settings.extraPatterns"
     assert message in error["message"]
     assert api_client.get("/api/v1/plugins").json()["plugins"] == []
+
+
+def test_long_pathological_output_is_still_redacted_in_time(api_client, redactor):
+    # Fail-open would let the secret through if the regexes backtracked past the 5 s budget.
+    for filler in ("a.b-" * 120_000, "x" * 500_000, "http://u:" * 50_000):
+        result = redact(api_client, filler + f" password=hunter2 {AWS}")
+        assert result["trace"][0]["status"] == "ran"
+        assert result["value"]["output"].endswith(" password=[REDACTED] [REDACTED]")

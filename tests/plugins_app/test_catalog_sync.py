@@ -90,7 +90,8 @@ def test_an_upgrade_keeps_installations_chain_positions_and_settings(tmp_catalog
     write_plugin(tmp_catalog, "caveman", version="1.1.0", settings={
         "intensity": {"type": "enum", "choices": ["lite", "full"], "default": "full"},
         "sign": {"type": "string", "default": "ugh"}}, source="""
-        globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + `|v2 ${host.config.intensity} ${host.config.sign}`;
+        globalThis.middleware.systemPrompt = async (c) =>
+          c.systemPrompt + `|v2 ${host.config.intensity} ${host.config.sign}`;
         globalThis.middleware.userMessageInbound = async (c) => c.text + "|v2";
     """)
     out = StringIO()
@@ -123,7 +124,10 @@ def test_an_upgrade_keeps_installations_chain_positions_and_settings(tmp_catalog
 
 def test_an_upgrade_keeps_only_grants_the_plugin_still_asks_for(tmp_catalog, account):
     write_plugin(tmp_catalog, "fetcher", """
-        globalThis.middleware.systemPrompt = async (c) => { if (c.systemPrompt === "x") await host.fetch("http://127.0.0.1:9/"); return c.systemPrompt; };
+        globalThis.middleware.systemPrompt = async (c) => {
+          if (c.systemPrompt === "x") await host.fetch("http://127.0.0.1:9/");
+          return c.systemPrompt;
+        };
     """)
     catalog.sync_catalog()
     installed = catalog.install_official(account, "fetcher", grant=["host:fetch"])

@@ -102,6 +102,13 @@ def test_card_mask_leaves_other_numbers_alone(api_client, synced):  # noqa: F811
     assert changed == {}
 
 
+def test_card_mask_handles_long_messages_in_time(api_client, synced):  # noqa: F811
+    install_official(api_client, "card-mask")
+    for filler in ("1 " * 150_000, "9" * 300_000, "12-" * 100_000):
+        result = execute(api_client, "userMessageInbound", inbound(f"{filler} x 4111 1111 1111 1111"))
+        assert result["value"].endswith(" x [card ending 1111]"), result["trace"]
+
+
 def test_card_mask_can_drop_the_last_four(api_client, synced):  # noqa: F811
     install_official(api_client, "card-mask", {"keepLast4": False})
     value = execute(api_client, "userMessageInbound", inbound("card 4111 1111 1111 1111"))["value"]

@@ -22,15 +22,17 @@ const SECRET_RULES: readonly SecretRule[] = [
   { kind: "Google API key", pattern: /\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])/g },
   { kind: "LLM API key", pattern: /\bsk-[A-Za-z0-9_-]{40,}/g },
   { kind: "JWT", pattern: /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g },
-  { kind: "URL password", pattern: /(\b[a-z][a-z0-9+.-]*:\/\/[^\s:/@]+:)[^\s@/]+(?=@)/gi, keep: 1 },
+  { kind: "URL password", pattern: /(\b[a-z][a-z0-9+.-]{0,31}:\/\/[^\s:/@]{1,256}:)[^\s@/]{1,256}(?=@)/gi, keep: 1 },
   { kind: "authorization header", pattern: /(\bauthorization:[ \t]*(?:bearer|basic|token)[ \t]+)[^\s"']+/gi, keep: 1 },
 ];
 
 // `password=x`, `DB_PASSWORD: "x"`, `"api_key": "x"`: the key must END with one of these words,
-// so `max_tokens: 5`, `password_hash = ...` and `PWD=/root` are left alone.
+// so `max_tokens: 5`, `password_hash = ...` and `PWD=/root` are left alone. Repetitions before
+// the secret are bounded: on long output an unbounded one backtracks past the time budget, and
+// a handler that times out passes the output through unredacted.
 const ASSIGNMENT_RULE: SecretRule = {
   kind: "assignment",
-  pattern: /(\b[A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key)["']?[ \t]*[:=][ \t]*)("[^"\r\n]+"|'[^'\r\n]+'|[^\s"',;]+)/gi,
+  pattern: /(\b[A-Za-z0-9_.-]{0,64}(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key)["']?[ \t]*[:=][ \t]*)("[^"\r\n]+"|'[^'\r\n]+'|[^\s"',;]+)/gi,
   keep: 1,
 };
 

@@ -22,7 +22,7 @@ const PREFIXES = new Map<string, RegExp | null>([
 const KEYWORDS = new Set(["{", "}", "!", "if", "then", "else", "elif", "do", "while", "until"]);
 const SHELLS = new Set(["sh", "bash", "dash", "zsh", "ksh", "ash"]);
 const DISK = /^\/dev\/(?:(?:sd|hd|vd|xvd)[a-z]|nvme\d|mmcblk\d|md\d|dm-\d|disk\d|disk\/|mapper\/)/;
-const FORK_BOMB = /([A-Za-z_:.][\w:.-]*)\s*\(\s*\)\s*\{\s*\1\s*\|\s*\1\s*&\s*;?\s*\}/;
+const FORK_BOMB = /([A-Za-z_:.][\w:.-]{0,63})\s*\(\s*\)\s*\{\s*\1\s*\|\s*\1\s*&\s*;?\s*\}/;
 const MAX_DEPTH = 3;
 
 function parse(source: string): Script {
@@ -214,7 +214,8 @@ function assumeYes(source: string): string {
     const at = commandIndex(words);
     if (at >= words.length || !["apt-get", "apt"].includes(basename(words[at].text))) continue;
     const rest = words.slice(at + 1);
-    const sub = rest.findIndex((w, i) => !w.text.startsWith("-") && !(i > 0 && /^-o$|^--option$/.test(rest[i - 1].text)));
+    const takesValue = (i: number) => i > 0 && /^-o$|^--option$/.test(rest[i - 1].text);
+    const sub = rest.findIndex((w, i) => !w.text.startsWith("-") && !takesValue(i));
     if (sub < 0 || rest[sub].text !== "install") continue;
     if (rest.some((w) => YES.test(w.text))) continue;
     inserts.push(rest[sub].end);
