@@ -1,5 +1,7 @@
 """Django admin for accounts, their API keys and memberships, scoped to the user's accounts."""
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.utils.html import format_html
 
 from plugins_app.admin.scoping import AccountScopedAdmin, is_operator
@@ -10,6 +12,7 @@ from .models import Account, ApiKey, Membership
 @admin.register(Account)
 class AccountAdmin(AccountScopedAdmin):
     account_field = "pk"
+    auditor_visible = False
     list_display = ["name", "created_at"]
     search_fields = ["name"]
     readonly_fields = ["hooks_version", "created_at"]
@@ -65,11 +68,64 @@ class ApiKeyAdmin(AccountScopedAdmin):
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
 
 
+class MemberForm(forms.ModelForm):
+    """For account admins, who must not browse every user of the hub: a member is named by username.
+    New users are created by operators (`manage.py add_member`)."""
+
+    username = forms.CharField(max_length=150, help_text="An existing user's username.")
+
+    class Meta:
+        model = Membership
+        fields = ["account", "username", "role"]
+
+    def clean_username(self):
+        username = self.cleaned_data["username"].strip()
+        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        if user is None:
+            raise forms.ValidationError(f"there is no user {username!r}; an operator can create one "
+                                        "with manage.py add_member")
+        self.instance.user = user
+        return username
+
+    def validate_unique(self):
+        # The user is set in clean_username, after the model form decided which fields to check.
+        super().validate_unique()
+        if self.instance.user_id and Membership.objects.filter(
+                user=self.instance.user, account=self.cleaned_data.get("account")).exists():
+            self.add_error("username", "this user is already a member of the account; change their role instead")
+
+
 @admin.register(Membership)
 class MembershipAdmin(AccountScopedAdmin):
     auditor_visible = False
     list_display = ["user", "account", "role", "created_at"]
-    list_filter = ["role"]
+    list_filter = ["role", "account"]
     list_select_related = ["user", "account"]
     search_fields = ["user__username", "account__name"]
-    autocomplete_fields = ["user", "account"]
+
+    def get_autocomplete_fields(self, request):
+        return ["user", "account"] if is_operator(request) else []
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None and not is_operator(request):
+            kwargs["form"] = MemberForm
+            kwargs["fields"] = ["account", "username", "role"]
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        if obj is None and not is_operator(request):
+            return ["account", "username", "role"]
+        return ["user", "account", "role"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["user", "account"] if obj is not None else []
+
+    def _is_own(self, request, obj):
+        return obj is not None and obj.user_id == request.user.pk and not is_operator(request)
+
+    def has_change_permission(self, request, obj=None):
+        # An account admin can't demote or remove themselves (and lock the account out).
+        return not self._is_own(request, obj) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return not self._is_own(request, obj) and super().has_delete_permission(request, obj)

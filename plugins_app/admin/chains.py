@@ -115,6 +115,8 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
         applies it under a lock, renumbers, and marks the account changed for the next execute."""
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
+        if not self.has_change_permission(request):
+            raise PermissionDenied
         try:
             items = json.loads(request.body)["updatedItems"]
             positions = {int(pk): int(position) for pk, position in items}

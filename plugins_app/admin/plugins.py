@@ -13,7 +13,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from plugins_app.errors import CompileFailed, Conflict, HubError, InvalidInput
-from plugins_app.models import Installation, Plugin
+from plugins_app.models import ChainEntry, Installation, Plugin
 from plugins_app.runtime.hooks import HOOKS
 from plugins_app.services import admin_ops, plugins
 
@@ -183,6 +183,12 @@ class InstallationAdmin(AccountScopedAdmin):
                                                 grant=data["granted_permissions"], settings=data["settings"])
         obj.refresh_from_db()
         return updated
+
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # Chain entries can't be deleted on their own, but they go with their installation.
+        perms_needed.discard(ChainEntry._meta.verbose_name)
+        return deleted, counts, perms_needed, protected
 
     def delete_model(self, request, obj):
         plugins.uninstall(obj.account, obj.pk)

@@ -1,4 +1,4 @@
-"""AccountScopedAdmin: each role against the API key, account and membership pages."""
+"""AccountScopedAdmin details: API keys, autocompletes, related-field filters."""
 
 import pytest
 from django.urls import reverse
@@ -6,18 +6,9 @@ from django.urls import reverse
 from accounts import services
 from accounts.models import ApiKey
 
+from .admin_support import fast_passwords, login  # noqa: F401
+
 pytestmark = pytest.mark.django_db
-
-PASSWORD = "a-long-test-password"
-
-
-@pytest.fixture
-def login(client):
-    def do(account_name, username, role):
-        services.add_member(account_name, username, role, password=PASSWORD)
-        assert client.login(username=username, password=PASSWORD)
-        return client
-    return do
 
 
 def test_account_admin_sees_and_changes_only_own_keys(login, account, other_account):
@@ -55,3 +46,20 @@ def test_auditor_does_not_see_api_keys(login, account):
     assert client.get(reverse("admin:accounts_apikey_changelist")).status_code == 403
     index = client.get(reverse("admin:index")).content.decode()
     assert "API keys" not in index
+
+
+def test_autocomplete_offers_only_accounts_the_user_administers(login, account, other_account):
+    services.add_member(other_account.name, "alice", "auditor")
+    client = login(account.name, "alice", "admin")
+    # Alice audits globex, but an autocomplete feeds an edit form: only accounts she administers.
+    found = client.get(reverse("admin:autocomplete"), {
+        "app_label": "accounts", "model_name": "membership", "field_name": "account", "term": ""}).json()
+    assert [r["text"] for r in found["results"]] == ["acme"]
+
+
+def test_account_filters_list_only_the_users_accounts(login, account, other_account):
+    ApiKey.issue(account, name="mine")
+    ApiKey.issue(other_account, name="theirs")
+    client = login(account.name, "alice", "admin")
+    page = client.get(reverse("admin:accounts_apikey_changelist")).content.decode()
+    assert "globex" not in page

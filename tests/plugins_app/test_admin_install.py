@@ -1,0 +1,220 @@
+"""Installing from the admin: review of hooks and permissions, inline compile errors, enabling and
+granting without losing chain places, uninstalling."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from plugins_app.models import ChainEntry, Installation, Plugin
+from plugins_app.services import plugins
+
+from .admin_support import fast_passwords, login  # noqa: F401
+from .conftest import PROMPT, appender
+
+pytestmark = pytest.mark.django_db
+
+ADD = reverse("admin:plugins_app_installation_add")
+TS = """const SUFFIX: string = " (checked)";
+globalThis.middleware.systemPrompt = async (context) => {
+  await host.fetch("https://example.com/");
+  return context.systemPrompt + SUFFIX;
+};
+globalThis.middleware.todoAdded = async (context, tools) => context.texts;
+"""
+
+
+def form(account, **changes):
+    return {"account": account.pk, "name": "Checker", "description": "", "language": "typescript",
+            "source": TS, "reviewed": "", **changes}
+
+
+def reviewed_digest(response):
+    return response.context["form"].data["reviewed"]
+
+
+def test_checking_shows_hooks_and_permissions_and_saves_nothing(login, account):
+    client = login(account.name, "alice", "admin")
+    response = client.post(ADD, {**form(account), "_check": "1"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "systemPrompt" in page and "todoAdded" in page
+    assert "host.fetch" in page
+    assert 'name="grant" value="host:fetch"' in page
+    assert 'name="_install"' in page
+    assert not Plugin.objects.exists() and not Installation.objects.exists()
+
+
+def test_installing_after_review_grants_what_was_ticked_and_appends_to_chains(login, account, install):
+    first = install(appender("1"))
+    client = login(account.name, "alice", "admin")
+    checked = client.post(ADD, {**form(account), "_check": "1"})
+    response = client.post(ADD, {**form(account, reviewed=reviewed_digest(checked), grant=["host:fetch"]),
+                                 "_install": "1"})
+    assert response.status_code == 302
+    installation = Installation.objects.get(plugin__name="Checker")
+    assert response["Location"] == reverse("admin:plugins_app_installation_change", args=[installation.pk])
+    assert installation.account == account
+    assert installation.granted_permissions == ["host:fetch"]
+    assert installation.plugin.hooks == ["systemPrompt", "todoAdded"]
+    chain = [e.installation_id for e in ChainEntry.objects.filter(account=account, hook="systemPrompt")]
+    assert chain == [first.pk, installation.pk]
+
+
+def test_install_without_a_review_of_this_exact_source_only_shows_the_review(login, account):
+    client = login(account.name, "alice", "admin")
+    checked = client.post(ADD, {**form(account), "_check": "1"})
+    edited = TS.replace("(checked)", "(edited)")
+    response = client.post(ADD, {**form(account, source=edited, reviewed=reviewed_digest(checked)), "_install": "1"})
+    assert response.status_code == 200
+    assert "source changed since it was checked" in response.content.decode()
+    assert not Installation.objects.exists()
+    # The review now covers the edited source.
+    again = client.post(ADD, {**form(account, source=edited, reviewed=reviewed_digest(response)), "_install": "1"})
+    assert again.status_code == 302
+    assert "(edited)" in Plugin.objects.get().source
+
+
+def test_a_compile_error_is_shown_on_the_source_with_line_and_column(login, account):
+    client = login(account.name, "alice", "admin")
+    broken = "const a = 1;\nglobalThis.middleware.systemPrompt = async (c) => {\n  return c.systemPrompt +;\n};"
+    response = client.post(ADD, {**form(account, source=broken), "_check": "1"})
+    assert response.status_code == 200
+    errors = response.context["form"].errors["source"]
+    assert errors[0].startswith("line 3, column ")
+    excerpt = response.context["compile_errors"][0]["excerpt"]
+    assert excerpt.splitlines()[0] == "3 |   return c.systemPrompt +;"
+    caret_column = excerpt.splitlines()[1].index("^") - len("3 | ") + 1
+    assert caret_column == response.context["compile_errors"][0]["column"]
+    assert 'name="_install"' not in response.content.decode()
+    # Forcing an install of broken code installs nothing either.
+    forced = client.post(ADD, {**form(account, source=broken), "_install": "1"})
+    assert forced.status_code == 200 and "errornote" in forced.content.decode()
+    assert not Plugin.objects.exists() and not Installation.objects.exists()
+
+
+def test_an_uploaded_file_replaces_the_source_and_sets_the_language(login, account):
+    client = login(account.name, "alice", "admin")
+    upload = SimpleUploadedFile("append.js", appender(" uploaded").encode(), content_type="text/javascript")
+    response = client.post(ADD, {**form(account, source="", language="typescript"), "upload": upload,
+                                 "_check": "1"})
+    assert response.status_code == 200
+    data = response.context["form"].data
+    assert data["language"] == "javascript" and "uploaded" in data["source"]
+    done = client.post(ADD, {**form(account, source=data["source"], language="javascript",
+                                    reviewed=data["reviewed"]), "_install": "1"})
+    assert done.status_code == 302
+    assert Plugin.objects.get().language == "javascript"
+
+
+def test_a_name_already_used_in_the_account_is_a_field_error(login, account, install):
+    install(appender("x"), name="Checker")
+    client = login(account.name, "alice", "admin")
+    checked = client.post(ADD, {**form(account), "_check": "1"})
+    response = client.post(ADD, {**form(account, reviewed=reviewed_digest(checked)), "_install": "1"})
+    assert response.status_code == 200
+    assert "already installed" in str(response.context["form"].errors["name"])
+    assert Installation.objects.count() == 1
+
+
+def test_only_administered_accounts_can_be_installed_into(login, account, other_account):
+    client = login(account.name, "alice", "admin")
+    response = client.post(ADD, {**form(other_account), "_check": "1"})
+    assert "account" in response.context["form"].errors
+    assert not Plugin.objects.exists()
+
+
+def test_an_auditor_cannot_open_the_install_page(login, account):
+    client = login(account.name, "audrey", "auditor")
+    assert client.get(ADD).status_code == 403
+    assert client.post(ADD, {**form(account), "_install": "1"}).status_code == 403
+    assert not Plugin.objects.exists()
+
+
+def change_form(installation, **changes):
+    return {"enabled": "on" if installation.enabled else "", "granted_permissions": installation.granted_permissions,
+            "settings": "{}", **changes}
+
+
+def test_disabling_keeps_the_chain_place_and_stops_the_handler(login, account, install, api_client):
+    first, second, third = install(appender("1")), install(appender("2")), install(appender("3"))
+    client = login(account.name, "alice", "admin")
+    url = reverse("admin:plugins_app_installation_change", args=[second.pk])
+    assert client.post(url, change_form(second, enabled="")).status_code == 302
+    second.refresh_from_db()
+    assert second.enabled is False
+    execute = lambda: api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT},  # noqa: E731
+                                      format="json").json()["value"]
+    assert execute() == "base13"
+
+    assert client.post(url, change_form(second, enabled="on")).status_code == 302
+    order = list(ChainEntry.objects.filter(account=account, hook="systemPrompt").values_list("installation", flat=True))
+    assert order == [first.pk, second.pk, third.pk]
+    assert execute() == "base123"
+
+
+def test_disable_action_affects_only_selected_installations(login, account, install):
+    first, second = install(appender("1")), install(appender("2"))
+    client = login(account.name, "alice", "admin")
+    response = client.post(reverse("admin:plugins_app_installation_changelist"),
+                           {"action": "disable_selected", "_selected_action": [first.pk]})
+    assert response.status_code == 302
+    first.refresh_from_db(), second.refresh_from_db()
+    assert (first.enabled, second.enabled) == (False, True)
+
+
+def test_granting_and_settings_change_what_the_next_execute_sees(login, account, install, api_client):
+    source = ("globalThis.middleware.systemPrompt = async (c) => {\n"
+              "  try { await host.fetch('http://127.0.0.1:9/'); } catch (e) { return c.systemPrompt + ' ' + e.message; }\n"
+              "  return c.systemPrompt; };")
+    installation = install(source)
+    assert installation.plugin.permissions == ["host:fetch"]
+    client = login(account.name, "alice", "admin")
+    url = reverse("admin:plugins_app_installation_change", args=[installation.pk])
+    before = api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT}, format="json").json()
+    assert "needs the host:fetch permission" in before["value"]
+
+    response = client.post(url, change_form(installation, granted_permissions=["host:fetch"],
+                                            settings='{"mode": "strict"}'))
+    assert response.status_code == 302
+    installation.refresh_from_db()
+    assert installation.granted_permissions == ["host:fetch"]
+    assert installation.settings == {"mode": "strict"}
+    after = api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT}, format="json").json()
+    assert "needs the host:fetch permission" not in after["value"]
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"granted_permissions": ["host:llm"]}, "granted_permissions"),
+    ({"settings": "[1, 2]"}, "settings"),
+    ({"settings": "{not json"}, "settings"),
+])
+def test_bad_changes_are_field_errors_and_change_nothing(login, account, install, changes, field):
+    installation = install(appender("1"))
+    client = login(account.name, "alice", "admin")
+    url = reverse("admin:plugins_app_installation_change", args=[installation.pk])
+    response = client.post(url, change_form(installation, **changes))
+    assert response.status_code == 200
+    assert field in response.context["adminform"].form.errors
+    installation.refresh_from_db()
+    assert installation.granted_permissions == [] and installation.settings == {}
+
+
+def test_deleting_an_installation_uninstalls_it(login, account, install):
+    installation = install(appender("1"))
+    plugin_id = installation.plugin_id
+    client = login(account.name, "alice", "admin")
+    url = reverse("admin:plugins_app_installation_delete", args=[installation.pk])
+    assert client.post(url, {"post": "yes"}).status_code == 302
+    assert not Installation.objects.filter(pk=installation.pk).exists()
+    assert not ChainEntry.objects.filter(installation_id=installation.pk).exists()
+    assert not Plugin.objects.filter(pk=plugin_id).exists()   # a custom plugin goes with its last installation
+
+
+def test_the_change_page_shows_hooks_chain_places_and_source(login, account, install):
+    install(appender("1"))
+    installation = plugins.install_plugin(account, name="Two hooks", source=TS, language="typescript")
+    client = login(account.name, "alice", "admin")
+    page = client.get(reverse("admin:plugins_app_installation_change", args=[installation.pk])).content.decode()
+    assert "systemPrompt #2" in page and "todoAdded #1" in page
+    assert "const SUFFIX: string" in page
+    assert 'value="host:fetch"' in page
