@@ -8,19 +8,24 @@ from accounts.models import Account, ApiKey
 from plugins_app.services.chain_cache import chain_cache
 
 # Tests with these markers need binaries that CI installs (.ci/run sets the
-# variables); locally they are skipped unless the variable is set, and with it
-# set a missing binary is a failure, not a skip.
+# variables); locally they are skipped unless the variable is set (or, for the
+# browser, Debian's chromium is installed), and with the variable set a missing
+# binary is a failure, not a skip.
 SERVICE_MARKERS = {
-    "ssh": "HUB_TEST_SSH",
-    "browser": "HUB_TEST_BROWSER",
+    "ssh": ("HUB_TEST_SSH", None),
+    "browser": ("HUB_TEST_BROWSER", "/usr/bin/chromium"),
 }
 
 
 def pytest_collection_modifyitems(config, items):
-    for marker, variable in SERVICE_MARKERS.items():
-        if os.environ.get(variable):
+    for marker, (variable, binary) in SERVICE_MARKERS.items():
+        if os.environ.get(variable) or (binary and os.path.exists(binary)):
             continue
-        skip = pytest.mark.skip(reason=f"set {variable}=1 to run {marker} tests")
+        if binary:
+            reason = f"{marker} tests need {binary}, which is not installed (apt-get install chromium)"
+        else:
+            reason = f"set {variable}=1 to run {marker} tests"
+        skip = pytest.mark.skip(reason=reason)
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)

@@ -198,6 +198,28 @@ class AccountScopedAdmin(ScopedChoicesMixin, ScopedPermissionsMixin, admin.Model
             raise Http404("no such object")
         return obj
 
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or self.has_change_permission(request, obj):
+            return fieldsets
+        # A view-only page renders every form field read-only by looking its name up on the object.
+        # A form-only field (say a write-only secret) can share its name with a model method that
+        # would reveal the secret, so only model fields and declared read-only fields are shown.
+        shown = {f.name for f in self.model._meta.get_fields()} | set(self.get_readonly_fields(request, obj))
+
+        def keep(names):
+            kept = []
+            for name in names:
+                if isinstance(name, (list, tuple)):
+                    row = keep(name)
+                    if row:
+                        kept.append(tuple(row))
+                elif name in shown:
+                    kept.append(name)
+            return kept
+
+        return [(title, {**options, "fields": keep(options.get("fields", ()))}) for title, options in fieldsets]
+
     def save_model(self, request, obj, form, change):
         if not is_operator(request):
             account_id = self._account_of(obj)

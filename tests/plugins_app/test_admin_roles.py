@@ -217,3 +217,20 @@ def test_account_admins_cannot_demote_or_remove_themselves(client, world):
     assert client.post(url("accounts.membership", "delete", own.pk), {"post": "yes"}).status_code == 403
     own.refresh_from_db()
     assert own.role == "admin"
+
+
+def test_a_view_only_page_never_renders_a_write_only_secret(client, world):
+    """SSH hosts take their private key through a form-only field named like the model method that
+    decrypts it; the read-only rendering for auditors must not call that method."""
+    from plugins_app.models import SshHost
+
+    host = SshHost(account=world["account"], display_name="web", hostname="web.example", username="deploy",
+                   connection_type="direct", port=22)
+    host.set_private_key("-----BEGIN OPENSSH PRIVATE KEY-----\nTOP-SECRET-KEY-MATERIAL\n")
+    host.save()
+    as_user(client, "audrey")
+    response = client.get(url("plugins_app.sshhost", "change", host.pk))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "web.example" in page
+    assert "TOP-SECRET-KEY-MATERIAL" not in page

@@ -1,0 +1,54 @@
+"""Headless Debian chromium driven by Playwright against pytest-django's live server."""
+
+import json
+import os
+import urllib.error
+import urllib.request
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+PASSWORD = "a-long-browser-password"
+
+
+@pytest.fixture
+def page(monkeypatch, live_server, settings, tmp_path):
+    """A fresh browser page. Function-scoped on purpose: Playwright's sync API keeps an event loop
+    running in this thread while it is open, which Django's ORM refuses to share unless told to."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (HUB_TEST_BROWSER is set)")
+    from playwright.sync_api import sync_playwright
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+            tab = context.new_page()
+            tab.set_default_timeout(15_000)
+            yield tab
+        finally:
+            browser.close()
+
+
+def log_in(page, live_server, username):
+    page.goto(f"{live_server.url}/admin/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/")
+
+
+def execute(live_server, raw_key, hook, context):
+    """The platform's call: POST /api/v1/hooks/<hook>/execute with the account's API key."""
+    request = urllib.request.Request(
+        f"{live_server.url}/api/v1/hooks/{hook}/execute", data=json.dumps({"context": context}).encode(),
+        headers={"Authorization": f"Bearer {raw_key}", "Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
