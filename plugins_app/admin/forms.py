@@ -7,10 +7,12 @@ import json
 
 from django import forms
 
+from plugins_app.errors import InvalidInput
 from plugins_app.models import Installation, Plugin
 from plugins_app.runtime.context import sample_context
 from plugins_app.runtime.hooks import HOOK_NAMES, HOOKS
 from plugins_app.runtime.permissions import ALL_PERMISSIONS
+from plugins_app.services import admin_ops
 from plugins_app.services.plugins import MAX_SOURCE_CHARS
 
 from .scoping import editable_accounts
@@ -23,6 +25,15 @@ MAX_UPLOAD_BYTES = MAX_SOURCE_CHARS * 4   # UTF-8; the character limit is checke
 def source_digest(source: str, language: str) -> str:
     """What the admin reviewed: a new source or language needs a new review before installing."""
     return hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()
+
+
+class PrettyJSONField(forms.JSONField):
+    """A JSON textarea that shows its value indented."""
+
+    def prepare_value(self, value):
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 class AccountChoiceMixin:
@@ -110,8 +121,9 @@ class InstallForm(AccountChoiceMixin, forms.Form):
 class InstallationChangeForm(forms.ModelForm):
     granted_permissions = forms.MultipleChoiceField(choices=(), required=False,
                                                     widget=forms.CheckboxSelectMultiple)
-    settings = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 6, "class": "hub-code"}),
-                               help_text="A JSON object handed to the plugin as host.config.")
+    settings = PrettyJSONField(required=False, widget=forms.Textarea(attrs={"rows": 8, "class": "hub-code"}),
+                               help_text="A JSON object handed to the plugin as host.config; a setting left "
+                                         "out goes back to its default.")
 
     class Meta:
         model = Installation
@@ -125,13 +137,17 @@ class InstallationChangeForm(forms.ModelForm):
         self.fields["granted_permissions"].help_text = (
             "What the plugin's code calls; ungranted calls reject the plugin's promise." if asked
             else "This plugin calls no host member that needs a permission.")
+        if plugin is not None and not self.is_bound:
+            self.initial["settings"] = admin_ops.editable_settings(self.instance)
 
     def clean_settings(self):
         value = self.cleaned_data.get("settings")
         if value in (None, ""):
-            return {}
-        if not isinstance(value, dict):
-            raise forms.ValidationError("expected a JSON object")
+            value = {}
+        try:
+            admin_ops.check_settings(self.instance, value)
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc.detail)) from None
         return value
 
 

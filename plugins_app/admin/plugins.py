@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
@@ -17,16 +16,9 @@ from plugins_app.models import ChainEntry, Installation, Plugin
 from plugins_app.runtime.hooks import HOOKS
 from plugins_app.services import admin_ops, plugins
 
+from .catalog import catalog_page, schema_rows
 from .forms import InstallationChangeForm, InstallForm
 from .scoping import AccountScopedAdmin, admin_account_ids, is_operator
-
-
-def catalog_module():
-    """plugins_app.services.catalog when the catalog feature is installed, else None."""
-    if importlib.util.find_spec("plugins_app.services.catalog") is None:
-        return None
-    from plugins_app.services import catalog
-    return catalog
 
 
 def _code(text: str):
@@ -39,6 +31,26 @@ def _tags(items):
     return format_html_join(" ", '<code class="hub-tag">{}</code>', ((i,) for i in items))
 
 
+class KindFilter(admin.SimpleListFilter):
+    """Official catalog plugins or the account's own."""
+
+    title = "kind"
+    parameter_name = "kind"
+    path = "account"
+
+    def lookups(self, request, model_admin):
+        return [("official", "official"), ("custom", "custom")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("official", "custom"):
+            return queryset.filter(**{f"{self.path}__isnull": self.value() == "official"})
+        return queryset
+
+
+class InstallationKindFilter(KindFilter):
+    path = "plugin__account"
+
+
 @admin.register(Plugin)
 class PluginAdmin(AccountScopedAdmin):
     """Read-only: a plugin's code changes by installing a new one; official plugins come from the
@@ -46,7 +58,7 @@ class PluginAdmin(AccountScopedAdmin):
 
     auditor_visible = False
     list_display = ["name", "slug", "owner", "language", "version", "hook_list", "permission_list"]
-    list_filter = ["language", ("account", admin.EmptyFieldListFilter)]
+    list_filter = [KindFilter, "language"]
     search_fields = ["name", "slug", "description"]
     fields = ["name", "slug", "owner", "description", "version", "language", "hook_list",
               "host_member_list", "permission_list", "code_hash", "source_code", "created_at", "updated_at"]
@@ -97,18 +109,18 @@ class PluginAdmin(AccountScopedAdmin):
 class InstallationAdmin(AccountScopedAdmin):
     auditor_visible = False
     form = InstallationChangeForm
-    list_display = ["plugin_name", "account", "enabled", "kind", "hook_list", "granted_list", "created_at"]
+    list_display = ["plugin_name", "account", "enabled", "kind", "hook_list", "granted_list"]
     list_display_links = ["plugin_name"]
-    list_filter = ["enabled", "account", ("plugin__account", admin.EmptyFieldListFilter)]
+    list_filter = ["enabled", InstallationKindFilter, "account"]
     list_select_related = ["plugin", "account"]
     search_fields = ["plugin__name", "plugin__slug"]
     actions = ["enable_selected", "disable_selected"]
-    readonly_fields = ["account", "plugin_link", "hook_list", "asked_list", "chain_places", "source_code",
-                       "created_at", "updated_at"]
+    readonly_fields = ["account", "plugin_link", "hook_list", "asked_list", "chain_places", "settings_taken",
+                       "source_code", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["account", "plugin_link", "enabled"]}),
         ("What it does", {"fields": ["hook_list", "chain_places", "asked_list"]}),
-        ("What it may do", {"fields": ["granted_permissions", "settings"]}),
+        ("What it may do", {"fields": ["granted_permissions", "settings_taken", "settings"]}),
         ("Source", {"fields": ["source_code"], "classes": ["collapse"]}),
         (None, {"fields": ["created_at", "updated_at"]}),
     ]
@@ -121,6 +133,9 @@ class InstallationAdmin(AccountScopedAdmin):
         ]
 
     # --- installing ---------------------------------------------------------------------------
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"title": "Installations", **(extra_context or {})})
 
     def add_view(self, request, form_url="", extra_context=None):
         if not self.has_add_permission(request):
@@ -161,17 +176,14 @@ class InstallationAdmin(AccountScopedAdmin):
             "compiled": compiled,
             "hooks": [HOOKS[h] for h in compiled["hooks"]] if compiled else [],
             "compile_errors": getattr(form, "compile_errors", []),
-            "has_catalog": catalog_module() is not None,
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/plugins_app/installation/install.html", context)
 
     def catalog_view(self, request):
-        catalog = catalog_module()
-        if catalog is None or not self.has_add_permission(request):
+        if not self.has_add_permission(request):
             raise PermissionDenied
-        from .catalog import catalog_page
-        return catalog_page(self, request, catalog)
+        return catalog_page(self, request)
 
     # --- changing -----------------------------------------------------------------------------
 
@@ -253,6 +265,13 @@ class InstallationAdmin(AccountScopedAdmin):
         rows = ((f"{changelist}?account={obj.account_id}&hook={entry.hook}", entry.hook, entry.position + 1)
                 for entry in obj.chain_entries.order_by("hook"))
         return format_html_join(" ", '<a class="hub-tag" href="{}">{} #{}</a>', rows) or "—"
+
+    @admin.display(description="settings it takes")
+    def settings_taken(self, obj):
+        rows = schema_rows(obj.plugin)
+        if not rows:
+            return "none"
+        return render_to_string("admin/hub/settings_schema.html", {"rows": rows})
 
     @admin.display(description="source")
     def source_code(self, obj):

@@ -8,7 +8,7 @@ from accounts.models import Account
 from plugins_app.errors import InvalidInput
 from plugins_app.models import ChainEntry, Installation
 
-from . import chains, plugins
+from . import catalog, chains, plugin_settings, plugins
 
 
 @transaction.atomic
@@ -32,19 +32,35 @@ def apply_positions(account: Account, hook: str, positions: dict[int, int]) -> l
     return chains.set_order(account, hook, [str(e.installation_id) for e in ordered])
 
 
+def editable_settings(installation: Installation) -> dict:
+    """The settings an admin edits: computed keys (a time zone's offset table) are the hub's."""
+    computed = plugin_settings.computed_keys(installation.plugin.settings_schema)
+    return {k: v for k, v in (installation.settings or {}).items() if k not in computed}
+
+
+def settings_patch(installation: Installation, settings) -> dict:
+    """A whole edited settings object as a catalog patch: a key left out goes back to its default."""
+    if not isinstance(settings, dict):
+        raise InvalidInput("settings", "expected a JSON object")
+    return {**{key: None for key in editable_settings(installation) if key not in settings}, **settings}
+
+
+def check_settings(installation: Installation, settings) -> dict:
+    """The settings an installation would have after the edit; InvalidInput names a bad one."""
+    plugin = installation.plugin
+    patch = plugin_settings.clean_patch(plugin.slug, plugin.settings_schema, settings_patch(installation, settings))
+    return plugin_settings.merge(plugin.slug, plugin.settings_schema, installation.settings, patch)
+
+
 @transaction.atomic
 def update_installation(account: Account, installation_id, *, enabled: bool | None = None,
                         grant: list[str] | None = None, settings: dict | None = None) -> Installation:
     """Change what an installation may do and how; its places in the chains stay as they are."""
-    if settings is not None and not isinstance(settings, dict):
-        raise InvalidInput("settings", "expected a JSON object")
     installation = plugins.get_installation(account, installation_id)
+    if settings is not None and settings != editable_settings(installation):
+        installation = catalog.update_settings(account, installation_id, settings_patch(installation, settings))
     if enabled is not None and enabled != installation.enabled:
         installation = plugins.set_enabled(account, installation_id, enabled)
     if grant is not None and sorted(grant) != sorted(installation.granted_permissions):
         installation = plugins.grant(account, installation_id, grant)
-    if settings is not None and settings != installation.settings:
-        installation.settings = settings
-        installation.save(update_fields=["settings", "updated_at"])
-        chains.mark_changed(account.pk)
     return installation

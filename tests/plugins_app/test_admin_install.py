@@ -6,7 +6,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from plugins_app.models import ChainEntry, Installation, Plugin
-from plugins_app.services import plugins
+from plugins_app.services import catalog, plugins
 
 from .admin_support import fast_passwords, login  # noqa: F401
 from .conftest import PROMPT, appender
@@ -14,6 +14,7 @@ from .conftest import PROMPT, appender
 pytestmark = pytest.mark.django_db
 
 ADD = reverse("admin:plugins_app_installation_add")
+CATALOG = reverse("admin:plugins_app_installation_catalog")
 TS = """const SUFFIX: string = " (checked)";
 globalThis.middleware.systemPrompt = async (context) => {
   await host.fetch("https://example.com/");
@@ -162,7 +163,7 @@ def test_disable_action_affects_only_selected_installations(login, account, inst
     assert (first.enabled, second.enabled) == (False, True)
 
 
-def test_granting_and_settings_change_what_the_next_execute_sees(login, account, install, api_client):
+def test_granting_changes_what_the_next_execute_sees(login, account, install, api_client):
     source = ("globalThis.middleware.systemPrompt = async (c) => {\n"
               "  try { await host.fetch('http://127.0.0.1:9/'); } catch (e) { return c.systemPrompt + ' ' + e.message; }\n"
               "  return c.systemPrompt; };")
@@ -173,20 +174,85 @@ def test_granting_and_settings_change_what_the_next_execute_sees(login, account,
     before = api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT}, format="json").json()
     assert "needs the host:fetch permission" in before["value"]
 
-    response = client.post(url, change_form(installation, granted_permissions=["host:fetch"],
-                                            settings='{"mode": "strict"}'))
+    response = client.post(url, change_form(installation, granted_permissions=["host:fetch"]))
     assert response.status_code == 302
     installation.refresh_from_db()
     assert installation.granted_permissions == ["host:fetch"]
-    assert installation.settings == {"mode": "strict"}
     after = api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT}, format="json").json()
     assert "needs the host:fetch permission" not in after["value"]
+
+
+@pytest.fixture
+def greeter(db):
+    """An official plugin with a settings schema, as the catalog stores one."""
+    source = "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + ' ' + host.config.greeting;"
+    return Plugin.objects.create(account=None, name="Greeter", slug="greeter", language="javascript", source=source,
+                                 settings_schema={"greeting": {"type": "string", "default": "hello",
+                                                               "description": "What to add."},
+                                                  "shout": {"type": "boolean", "default": False}},
+                                 **plugins.compile_source(source, "javascript"))
+
+
+def test_settings_are_validated_against_the_schema_and_reach_the_next_execute(login, account, greeter, api_client):
+    installation = catalog.install_official(account, "greeter")
+    client = login(account.name, "alice", "admin")
+    url = reverse("admin:plugins_app_installation_change", args=[installation.pk])
+    page = client.get(url).content.decode()
+    assert "What to add." in page   # the schema is shown next to the settings
+    execute = lambda: api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT},  # noqa: E731
+                                      format="json").json()["value"]
+    assert execute() == "base hello"
+
+    bad = client.post(url, change_form(installation, settings='{"greeting": 5}'))
+    assert bad.status_code == 200 and "settings" in bad.context["adminform"].form.errors
+    unknown = client.post(url, change_form(installation, settings='{"colour": "red"}'))
+    assert "has no such setting" in str(unknown.context["adminform"].form.errors["settings"])
+    installation.refresh_from_db()
+    assert installation.settings == {"greeting": "hello", "shout": False}
+
+    assert client.post(url, change_form(installation, settings='{"greeting": "bonjour", "shout": true}')).status_code == 302
+    assert execute() == "base bonjour"
+    # A setting left out of the edited object goes back to its default.
+    assert client.post(url, change_form(installation, settings='{"shout": true}')).status_code == 302
+    installation.refresh_from_db()
+    assert installation.settings == {"greeting": "hello", "shout": True}
+
+
+def test_the_catalog_page_installs_an_official_plugin_with_settings(login, account, other_account, greeter):
+    client = login(account.name, "alice", "admin")
+    page = client.get(CATALOG)
+    assert page.status_code == 200 and "Greeter" in page.content.decode()
+    refused = client.post(CATALOG, {"plugin": "greeter", "greeter-account": other_account.pk,
+                                    "greeter-settings": "{}"})
+    assert refused.status_code == 200 and not Installation.objects.exists()
+    wrong = client.post(CATALOG, {"plugin": "greeter", "greeter-account": account.pk,
+                                  "greeter-settings": '{"greeting": []}'})
+    assert wrong.status_code == 200 and "settings.greeting" in wrong.content.decode()
+    assert not Installation.objects.exists()
+
+    done = client.post(CATALOG, {"plugin": "greeter", "greeter-account": account.pk,
+                                 "greeter-settings": '{"greeting": "hi"}'})
+    assert done.status_code == 302
+    installation = Installation.objects.get()
+    assert (installation.account, installation.plugin, installation.settings) == (
+        account, greeter, {"greeting": "hi", "shout": False})
+    again = client.post(CATALOG, {"plugin": "greeter", "greeter-account": account.pk, "greeter-settings": "{}"})
+    assert "already installed" in again.content.decode()
+    assert Installation.objects.count() == 1
+
+
+def test_auditors_cannot_open_the_catalog_page(login, account, greeter):
+    client = login(account.name, "audrey", "auditor")
+    assert client.get(CATALOG).status_code == 403
+    assert client.post(CATALOG, {"plugin": "greeter", "greeter-account": account.pk}).status_code == 403
+    assert not Installation.objects.exists()
 
 
 @pytest.mark.parametrize("changes, field", [
     ({"granted_permissions": ["host:llm"]}, "granted_permissions"),
     ({"settings": "[1, 2]"}, "settings"),
     ({"settings": "{not json"}, "settings"),
+    ({"settings": '{"mode": "strict"}'}, "settings"),   # a custom plugin takes no settings
 ])
 def test_bad_changes_are_field_errors_and_change_nothing(login, account, install, changes, field):
     installation = install(appender("1"))

@@ -1,6 +1,5 @@
 """`manage.py load_demo`: the demo account, its admin and auditor logins, plugins and an API key."""
 
-import importlib.util
 import os
 
 from django.conf import settings
@@ -9,38 +8,37 @@ from django.db import transaction
 
 from accounts import services
 from accounts.models import ApiKey
-from plugins_app.errors import HubError
 from plugins_app.models import CancelLog, Installation
+from plugins_app.services import catalog, plugins
+from plugins_app.services.execution import execute_hook
+from plugins_app.services.metering import meter
 
 ACCOUNT = "demo"
 ADMIN, AUDITOR = "demo-admin", "demo-auditor"
 KEY_NAME = "demo"
 EXAMPLES = settings.BASE_DIR.parent / "shared" / "spec" / "examples"
 
-# The spec's examples, used when the spec's example folder is not next to the project.
-PLUGINS = [
-    ("Card mask", "card-mask-userMessageInbound.ts", """\
-globalThis.middleware.userMessageInbound = async (context) => {
-  return context.text.replace(/\\b(?:\\d[ -]?){13,19}\\b/g, "[card number removed]");
-};
-"""),
-    ("Rm guard", "rm-guard-sshCommandSending.ts", """\
-globalThis.middleware.sshCommandSending = async (context, tools) => {
-  if (context.kind !== "command" || !context.command) return {};
-  if (/\\brm\\s+-[a-z]*r[a-z]*f?\\s+\\/(\\s|$)/.test(context.command)) {
-    return tools.cancel("refusing to delete the root filesystem");
-  }
-  return { command: context.command.replace(/\\bapt-get install\\b/, "apt-get install -y") };
-};
-"""),
+# Custom plugins: the spec's examples (read from the spec when it is next to the project).
+CUSTOM = [
     ("Polite prompt", None, """\
 globalThis.middleware.systemPrompt = async (context) => {
   return context.systemPrompt + "\\n\\nBe polite.";
 };
 """),
+    ("Cron sentinel", "cron-sentinel.ts", """\
+const MARKER = "[cron-sentinel]";
+const CANCEL_TOKEN = "#hold";
+globalThis.middleware.cronJobFiring = async (context, tools) => {
+  host.log("info", `${MARKER} firing ${context.kind} "${context.name}" (cronJob ${context.cronJobId})`);
+  if (context.prompt.indexOf(CANCEL_TOKEN) !== -1) {
+    return tools.cancel(`${MARKER} refused: prompt carries ${CANCEL_TOKEN}`);
+  }
+  return `${context.prompt}\\n\\n${MARKER} fired ${context.kind} "${context.name}".`;
+};
+"""),
 ]
-# Official plugins installed when the catalog is there (they run after "Polite prompt").
-OFFICIAL = ["caveman"]
+# Official plugins from the catalog; Caveman runs after "Polite prompt", so there is an order to drag.
+OFFICIAL = ["caveman", "card-mask", "rm-guard"]
 
 SSH_SAMPLE = {"sessionId": "1001", "agentId": "2002", "sshHostId": "3003", "hostDisplayName": "web-1",
               "kind": "command", "command": "rm -rf /", "path": None, "content": None}
@@ -80,35 +78,21 @@ class Command(BaseCommand):
                           f"http://127.0.0.1:{port}/api/v1/plugins")
 
     def _install_plugins(self, account):
-        from plugins_app.services import plugins
-
-        for name, example, inline in PLUGINS:
-            if not Installation.objects.filter(account=account, plugin__name=name).exists():
+        for name, example, inline in CUSTOM:
+            if not Installation.objects.filter(account=account, plugin__name=name, plugin__account=account).exists():
                 plugins.install_plugin(account, name=name, source=_source(example, inline),
                                        language="typescript", description="Demo plugin from the hooks spec.")
-        if importlib.util.find_spec("plugins_app.services.catalog") is not None:
-            self._install_official(account)
+        catalog.sync_catalog()
+        for slug in OFFICIAL:
+            if not Installation.objects.filter(account=account, plugin__slug=slug, plugin__account=None).exists():
+                catalog.install_official(account, slug)
         return list(Installation.objects.filter(account=account).order_by("created_at", "id")
                     .values_list("plugin__name", flat=True))
-
-    def _install_official(self, account):
-        from plugins_app.services import catalog
-
-        for slug in OFFICIAL:
-            if Installation.objects.filter(account=account, plugin__slug=slug, plugin__account=None).exists():
-                continue
-            try:
-                catalog.install_official(account, slug)
-            except HubError as exc:
-                self.stderr.write(f"Skipped official plugin {slug}: {exc.detail}")
 
     def _record_a_cancel(self, account):
         """One real execute, so the auditor's cancel log and the usage page are not empty."""
         if CancelLog.objects.filter(account=account).exists():
             return
-        from plugins_app.services.execution import execute_hook
-        from plugins_app.services.metering import meter
-
         execute_hook(account, "sshCommandSending", dict(SSH_SAMPLE), turn_id="demo")
         execute_hook(account, "systemPrompt", {"sessionId": "1001", "agentId": "2002", "sessionKind": "direct",
                                                "systemPrompt": "You are a helpful agent."}, turn_id="demo")
