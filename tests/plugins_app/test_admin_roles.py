@@ -234,3 +234,24 @@ def test_a_view_only_page_never_renders_a_write_only_secret(client, world):
     page = response.content.decode()
     assert "web.example" in page
     assert "TOP-SECRET-KEY-MATERIAL" not in page
+
+
+def test_ssh_turns_are_scoped_through_their_host(client, world):
+    from plugins_app.models import SshHost, SshTurn
+
+    turns = {}
+    for key, account in (("mine", world["account"]), ("theirs", world["other"])):
+        host = SshHost(account=account, display_name=f"{key}-host", hostname=f"{key}.example", username="u",
+                       connection_type="direct", port=22)
+        host.set_private_key("k")
+        host.save()
+        turns[key] = SshTurn.objects.create(ssh_host=host, session_id=f"{key}-session", turn_id="t",
+                                            state="refused", cancellation={"reason": f"{key} refusal"})
+    as_user(client, "alice")
+    page = client.get(url("plugins_app.sshturn", "changelist")).content.decode()
+    assert "mine-session" in page and "theirs-session" not in page
+    assert "mine refusal" in client.get(url("plugins_app.sshturn", "change", turns["mine"].pk)).content.decode()
+    assert client.get(url("plugins_app.sshturn", "change", turns["theirs"].pk)).status_code == 404
+    assert client.post(url("plugins_app.sshturn", "change", turns["mine"].pk), {"state": "open"}).status_code == 403
+    as_user(client, "audrey")
+    assert client.get(url("plugins_app.sshturn", "changelist")).status_code == 403
