@@ -6,6 +6,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from django.db import connections
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -31,6 +32,9 @@ def page(monkeypatch, live_server, settings, tmp_path):
             tab.set_default_timeout(15_000)
             yield tab
         finally:
+            # While Playwright's loop runs, Django keeps this thread's connections apart from the
+            # usual ones (it sees a running event loop); close them or they outlive the test.
+            connections.close_all()
             browser.close()
 
 
