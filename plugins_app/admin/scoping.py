@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
-from django.db import models
 from django.http import Http404
 
 from accounts.models import Account, Membership
 
 ADMIN = Membership.Role.ADMIN
-AUDITOR = Membership.Role.AUDITOR
 
 
 def roles(request) -> dict[int, str]:
@@ -31,7 +29,7 @@ def is_operator(request) -> bool:
 
 
 def admin_account_ids(request) -> set[int]:
-    """Accounts the user may change things in (operators: all, as None is not usable here)."""
+    """Accounts the user administers through a membership (callers check operators first)."""
     return {account_id for account_id, role in roles(request).items() if role == ADMIN}
 
 

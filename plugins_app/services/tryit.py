@@ -1,5 +1,4 @@
-"""Try-runs of an account's current chain for the admin: every handler's value before and after,
-and nothing recorded (no cancel log, warnings, plugin logs or metering)."""
+"""Try-runs of an account's current chain: each handler's value before and after, nothing recorded."""
 
 from __future__ import annotations
 
