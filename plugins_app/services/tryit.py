@@ -58,7 +58,7 @@ def try_chain(account, hook: str, context: dict) -> TryRun:
         clean = validate_context(spec, context)
     except ContextError as exc:
         raise InvalidInput(f"context.{exc.field}" if exc.field != "context" else "context", exc.message) from None
-    bridge = HostBridge(account, spec, clean)
+    bridge = HostBridge(account, spec, clean, record=False)
     run = TryRun(hook, "unchanged", spec.value_of(clean), spec.value_of(clean), clean)
     current = clean
     for handler in chain_cache.handlers(account, hook):
