@@ -8,8 +8,8 @@ from django.utils import timezone
 from accounts.models import ApiKey
 from plugins_app import tasks
 from plugins_app.models import CronRun, Notification, PluginLog
-from plugins_app.services import cron, platform as platform_service, plugins
-from tests.platform_stub import PlatformStub
+from plugins_app.services import cron, plugins
+from tests.plugins_app.scheduling_support import platform  # noqa: F401  (fixture)
 
 from .celery_services import celery, redis_url, wait_until  # noqa: F401  (fixtures)
 
@@ -18,14 +18,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(t
 SENTINEL = (Path(__file__).resolve().parents[3] / "shared" / "spec" / "examples" / "cron-sentinel.ts").read_text()
 REWORD = """globalThis.middleware.notifyDelivered = async (c) => "wake up: " + c.message;"""
 WAIT = 60
-
-
-@pytest.fixture
-def platform(account):
-    stub = PlatformStub().start()
-    platform_service.configure(account, {"baseUrl": stub.base_url, "signingSecret": stub.secret})
-    yield stub
-    stub.stop()
 
 
 @pytest.fixture
