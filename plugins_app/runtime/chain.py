@@ -112,13 +112,15 @@ def run_chain(pool: EnginePool, account_key: str, spec: HookSpec, handlers: list
             raise _LoadFailed(reply["loadError"])
         return reply
 
+    if not handlers:   # nothing hooks this point: no engine needed
+        return ChainResult(spec.name, "unchanged", dict(context), spec.value_of(context), None, [])
     trace: list[HandlerTrace] = []
     current = dict(context)
     cancellation = None
     suspect = any(pool.is_suspect(h.installation_id, h.code_hash) for h in handlers)
     with pool.engine_for(account_key) as engine:
         reply = None
-        if not suspect and handlers:
+        if not suspect:
             try:
                 reply = attempt(engine, handlers, current)
             except (EngineCrashed, _LoadFailed):
