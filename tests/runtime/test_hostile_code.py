@@ -101,3 +101,19 @@ def test_a_hung_account_does_not_hold_up_another_account(make_handler, chain, po
     assert time.monotonic() - started < 1.0
     hung.join(20)
     assert not hung.is_alive()
+
+
+def test_accounts_never_share_an_isolate(make_handler):
+    from plugins_app.runtime.chain import run_chain
+    from plugins_app.runtime.hooks import HOOKS
+    from plugins_app.runtime.pool import EnginePool
+    single = EnginePool(size=1)
+    try:
+        h = make_handler("globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '+';")
+        for account in ("iso-a", "iso-b", "iso-a"):
+            run_chain(single, account, HOOKS["systemPrompt"], [h], PROMPT_CONTEXT)
+        with single.engine_for("any") as engine:
+            isolates = engine.request({"op": "ping"})["isolates"]
+        assert sorted(isolates) == ["iso-a", "iso-b"]
+    finally:
+        single.shutdown()
