@@ -165,6 +165,8 @@ def celery(redis_url, tmp_path, transactional_db):
         yield processes
     finally:
         processes.stop_all()
+        # Captured output: pytest shows it only when the test failed, which is when it is needed.
+        print(processes.logs())
         _point_app_at(saved[0], saved[1])
         app.conf.task_always_eager = saved[2]
         chain_cache.clear()
