@@ -12,6 +12,7 @@ import time
 from collections import OrderedDict
 from multiprocessing.connection import Connection
 
+import uvloop
 from py_mini_racer import MiniRacer
 from py_mini_racer._exc import JSEvalException, JSOOMException
 
@@ -346,7 +347,7 @@ def _load_error(exc: JSEvalException) -> dict:
 def main() -> None:
     fd = int(sys.argv[1])
     conn = Connection(fd)
-    asyncio.run(Engine(conn).serve())
+    uvloop.run(Engine(conn).serve())   # fewer wake-up costs per request than asyncio's own loop
 
 
 if __name__ == "__main__":
