@@ -1,5 +1,7 @@
 """The platform-facing API: thin views over the service functions."""
 
+import time
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers as drf_serializers
@@ -50,10 +52,13 @@ class HookExecuteView(AccountView):
     def post(self, request, hook):
         chains.require_hook(hook)
         body = _validated(s.ExecuteRequestSerializer, request.data)
+        started = time.perf_counter()
         result, effects = execution.execute_hook(
             self.account, hook, body["context"], hop=body["hop"], turn_id=body["turnId"],
             extras={"conversation": request.data.get("conversation")} if isinstance(request.data, dict) else None)
-        return Response(s.execute_response(result, effects))
+        chain_ms = (time.perf_counter() - started) * 1000
+        # The platform can tell the hub's chain time from the network's (and so can the bench).
+        return Response(s.execute_response(result, effects), headers={"Server-Timing": f"chain;dur={chain_ms:.2f}"})
 
 
 _PLUGIN_LIST = inline_serializer("PluginList", {"plugins": s.InstallationSerializer(many=True)})
