@@ -92,6 +92,7 @@ class AgentForm(forms.ModelForm):
 
 @admin.register(Agent)
 class AgentAdmin(AccountScopedAdmin):
+    auditor_visible = False   # configuration, not audit trail
     form = AgentForm
     list_display = ["name", "agent_id", "plugin", "account", "updated_at"]
     list_filter = ["plugin", "account"]
@@ -111,6 +112,7 @@ class AgentAdmin(AccountScopedAdmin):
 @admin.register(WorkspaceFile)
 class WorkspaceFileAdmin(AccountScopedAdmin):
     """Files plugins wrote with host.workspace: viewed and removed here, written only by plugins."""
+    auditor_visible = False   # configuration, not audit trail
 
     list_display = ["agent_id", "path", "size", "updated_at", "account"]
     list_filter = ["account"]

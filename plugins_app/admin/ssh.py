@@ -61,6 +61,7 @@ class SshHostForm(forms.ModelForm):
 
 @admin.register(SshHost)
 class SshHostAdmin(AccountScopedAdmin):
+    auditor_visible = False   # configuration, not audit trail
     form = SshHostForm
     list_display = ["display_name", "account", "connection_type", "username", "hostname", "port", "jump_host",
                     "host_key_fingerprint"]

@@ -219,9 +219,9 @@ def test_account_admins_cannot_demote_or_remove_themselves(client, world):
     assert own.role == "admin"
 
 
-def test_a_view_only_page_never_renders_a_write_only_secret(client, world):
-    """SSH hosts take their private key through a form-only field named like the model method that
-    decrypts it; the read-only rendering for auditors must not call that method."""
+def test_auditors_cannot_open_ssh_hosts_or_their_secrets(client, world):
+    """SSH hosts are configuration, not audit trail: auditors don't see them at all (and the page
+    never renders the decrypted key to anyone)."""
     from plugins_app.models import SshHost
 
     host = SshHost(account=world["account"], display_name="web", hostname="web.example", username="deploy",
@@ -230,8 +230,11 @@ def test_a_view_only_page_never_renders_a_write_only_secret(client, world):
     host.save()
     as_user(client, "audrey")
     response = client.get(url("plugins_app.sshhost", "change", host.pk))
-    assert response.status_code == 200
-    page = response.content.decode()
+    assert response.status_code in (403, 404)
+    assert "TOP-SECRET-KEY-MATERIAL" not in response.content.decode()
+    assert client.get(url("plugins_app.sshhost", "changelist")).status_code == 403
+    as_user(client, "alice")
+    page = client.get(url("plugins_app.sshhost", "change", host.pk)).content.decode()
     assert "web.example" in page
     assert "TOP-SECRET-KEY-MATERIAL" not in page
 
