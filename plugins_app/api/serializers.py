@@ -4,7 +4,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Installation
+from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Installation, UsageDaily
 from plugins_app.runtime.chain import ChainResult
 
 
@@ -140,3 +140,16 @@ def execute_response(result: ChainResult, effects: list) -> dict:
         } for t in result.trace],
         "effects": effects,
     }
+
+
+class UsageSerializer(serializers.ModelSerializer):
+    plugin = serializers.CharField(source="plugin_slug")
+    totalMs = serializers.FloatField(source="total_ms")
+    averageMs = serializers.SerializerMethodField()
+
+    class Meta:
+        model = UsageDaily
+        fields = ["day", "plugin", "hook", "runs", "totalMs", "averageMs"]
+
+    def get_averageMs(self, row) -> float:
+        return round(row.total_ms / row.runs, 3) if row.runs else 0.0

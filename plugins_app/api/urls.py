@@ -17,6 +17,7 @@ urlpatterns = [
     path("chains/<str:hook>", views.ChainView.as_view(), name="chain"),
     path("cancellations", views.CancellationListView.as_view(), name="cancellation-list"),
     path("warnings", views.WarningListView.as_view(), name="warning-list"),
+    path("usage", views.UsageListView.as_view(), name="usage-list"),
     path("platform", host_views.PlatformView.as_view(), name="platform"),
     path("logs", host_views.LogListView.as_view(), name="log-list"),
     path("agents", host_views.AgentListView.as_view(), name="agent-list"),

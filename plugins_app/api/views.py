@@ -163,6 +163,14 @@ class WarningListView(_AuditListView):
     query = staticmethod(queries.warnings)
 
 
+@extend_schema(parameters=_FILTERS)
+class UsageListView(_AuditListView):
+    """Handler runs and time per plugin per hook per day (only handlers that actually ran)."""
+
+    serializer_class = s.UsageSerializer
+    query = staticmethod(queries.usage)
+
+
 def _validated(serializer_class, data) -> dict:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)

@@ -8,7 +8,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from plugins_app.errors import InvalidInput
-from plugins_app.models import CancelLog, HandlerWarning
+from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 
 from .chains import require_hook
 
@@ -25,16 +25,18 @@ def _moment(name: str, raw: str, end_of_day: bool = False) -> datetime:
     return value
 
 
-def _common(qs, params):
+def _common(qs, params, time_field: str = "created_at"):
     if params.get("hook"):
         require_hook(params["hook"])
         qs = qs.filter(hook=params["hook"])
     if params.get("plugin"):
         qs = qs.filter(plugin_slug=params["plugin"])
     if params.get("since"):
-        qs = qs.filter(created_at__gte=_moment("since", params["since"]))
+        since = _moment("since", params["since"])
+        qs = qs.filter(**{f"{time_field}__gte": since.date() if time_field == "day" else since})
     if params.get("until"):
-        qs = qs.filter(created_at__lte=_moment("until", params["until"], end_of_day=True))
+        until = _moment("until", params["until"], end_of_day=True)
+        qs = qs.filter(**{f"{time_field}__lte": until.date() if time_field == "day" else until})
     return qs
 
 
@@ -56,3 +58,9 @@ def warnings(account, params) -> "QuerySet[HandlerWarning]":
             raise InvalidInput("kind", "expected one of " + ", ".join(HandlerWarning.Kind.values))
         qs = qs.filter(kind=params["kind"])
     return qs.order_by("-created_at", "-id")
+
+
+def usage(account, params) -> "QuerySet[UsageDaily]":
+    """Daily handler runs and time; `since`/`until` select days."""
+    return _common(UsageDaily.objects.filter(account=account), params, time_field="day").order_by(
+        "-day", "plugin_slug", "hook")

@@ -65,3 +65,16 @@ def test_chains_are_cached_until_the_change_marker_moves(api_client, install, ac
     api_client.put("/api/v1/chains/systemPrompt", {"order": [str(b.pk), str(a.pk)]}, format="json")
     assert run()["value"] == "baseBA"
     assert chain_cache.loads == loads + 1
+
+
+def test_usage_lists_runs_per_plugin_per_hook_per_day(api_client, other_api_client, install):
+    install(appender("A"), name="a")
+    for _ in range(3):
+        api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT}, format="json")
+    rows = api_client.get("/api/v1/usage").json()["results"]
+    assert [(r["plugin"], r["hook"], r["runs"]) for r in rows] == [("a", "systemPrompt", 3)]
+    assert rows[0]["averageMs"] == pytest.approx(rows[0]["totalMs"] / 3, abs=0.001)
+    assert api_client.get("/api/v1/usage?until=2000-01-01").json()["count"] == 0
+    assert api_client.get("/api/v1/usage?hook=todoAdded").json()["count"] == 0
+    assert other_api_client.get("/api/v1/usage").json()["count"] == 0
+    assert api_client.get("/api/v1/usage?since=soon").status_code == 400
