@@ -118,6 +118,9 @@ class Engine:
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
         loop.add_reader(self.conn.fileno(), self._readable)
+        # uvloop makes the socket non-blocking; messages are framed and written whole, so a
+        # large reply must block until the parent reads it rather than fail half-written.
+        os.set_blocking(self.conn.fileno(), True)
         self.send({"op": "ready", "pid": os.getpid()})
         while True:
             message = await self.inbox.get()

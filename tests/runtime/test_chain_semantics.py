@@ -152,3 +152,11 @@ def test_host_log_is_collected_per_handler(make_handler, chain):
     h = make_handler("globalThis.middleware.systemPrompt = async (c) => { host.log('warn', 'careful'); console.log('via', 'console'); return c.systemPrompt; };")
     result = chain("systemPrompt", [h], PROMPT_CONTEXT)
     assert [(l["level"], l["message"]) for l in result.trace[0].logs] == [("warn", "careful"), ("info", "via console")]
+
+
+def test_values_near_the_size_limit_travel_both_ways(make_handler, chain):
+    h = make_handler("globalThis.middleware.userMessageInbound = async (c) => c.text.toUpperCase();")
+    text = "ab " * 300_000   # 900 KB in and out: larger than any socket buffer
+    result = chain("userMessageInbound", [h], dict(INBOUND_CONTEXT, text=text))
+    assert result.trace[0].status == "ran"
+    assert result.value == text.upper()
