@@ -87,6 +87,7 @@ class SshTurn(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = "SSH turn"
         constraints = [
             models.UniqueConstraint(fields=["ssh_host", "session_id", "turn_id"],
                                     name="plugins_app_sshturn_host_session_turn_unique"),
