@@ -40,6 +40,7 @@ class HandlerTrace:
     warning: str | None = None
     logs: list = field(default_factory=list)
     engine_restarted: bool = False
+    value: Any = None      # the hook's value after this handler; filled only when asked for
 
 
 @dataclass
@@ -83,7 +84,8 @@ def host_plan(spec: HookSpec, context: dict, hop: int = 0) -> dict:
 
 def run_chain(pool: EnginePool, account_key: str, spec: HookSpec, handlers: list[Handler],
               context: dict, *, host: HostCall | None = None, hop: int = 0,
-              budget_ms: int = DEFAULT_BUDGET_MS) -> ChainResult:
+              budget_ms: int = DEFAULT_BUDGET_MS, trace_values: bool = False) -> ChainResult:
+    """`trace_values` adds each handler's resulting value to its trace entry (for try-runs)."""
     by_id = {h.installation_id: h for h in handlers}
     plan = host_plan(spec, context, hop)
 
@@ -100,7 +102,7 @@ def run_chain(pool: EnginePool, account_key: str, spec: HookSpec, handlers: list
 
     def attempt(engine, batch: list[Handler], current: dict) -> dict:
         request = {"op": "run", "account": account_key, "hook": spec.name, "context": current,
-                   "budgetMs": budget_ms, "host": plan,
+                   "budgetMs": budget_ms, "host": plan, "traceValues": trace_values,
                    "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in batch]}
         silence = (budget_ms / 1000) * len(batch) + 5
         reply = engine.request(request, on_host, silence)
@@ -126,7 +128,7 @@ def run_chain(pool: EnginePool, account_key: str, spec: HookSpec, handlers: list
             except (EngineCrashed, _LoadFailed):
                 reply = None   # replay one handler at a time to find (and skip) the culprit
         if reply is not None:
-            trace = [_trace(by_id[t["id"]], t) for t in reply["trace"]]
+            trace = [_trace(spec, by_id[t["id"]], t) for t in reply["trace"]]
             current = reply["context"]
             if reply.get("cancellation"):
                 cancellation = _cancellation(handlers[reply["cancellation"]["index"]], reply["cancellation"])
@@ -139,13 +141,15 @@ def run_chain(pool: EnginePool, account_key: str, spec: HookSpec, handlers: list
                     trace.append(HandlerTrace(
                         h.installation_id, h.plugin, "error" if crash.kind == "memory" else "timeout",
                         False, float(budget_ms) if crash.kind == "stuck" else 0.0,
-                        CRASH_WARNINGS[crash.kind].format(budget=budget_ms), engine_restarted=True))
+                        CRASH_WARNINGS[crash.kind].format(budget=budget_ms), engine_restarted=True,
+                        value=spec.value_of(current) if trace_values else None))
                     continue
                 except _LoadFailed as failed:
                     trace.append(HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0,
-                                              f"could not load: {failed}"))
+                                              f"could not load: {failed}",
+                                              value=spec.value_of(current) if trace_values else None))
                     continue
-                trace.extend(_trace(by_id[t["id"]], t) for t in step["trace"])
+                trace.extend(_trace(spec, by_id[t["id"]], t) for t in step["trace"])
                 current = step["context"]
                 if step.get("cancellation"):
                     cancellation = _cancellation(h, step["cancellation"])
@@ -159,12 +163,13 @@ class _LoadFailed(Exception):
     pass
 
 
-def _trace(handler: Handler, t: dict) -> HandlerTrace:
+def _trace(spec: HookSpec, handler: Handler, t: dict) -> HandlerTrace:
     logs = t.get("logs") or []
     if t.get("logsDropped"):
         logs = logs + [{"level": "warn", "message": f"{t['logsDropped']} more log lines dropped", "at": None}]
+    value = spec.value_of(t["context"]) if "context" in t else None
     return HandlerTrace(handler.installation_id, handler.plugin, t["status"], bool(t.get("changed")),
-                        float(t.get("durationMs") or 0), t.get("warning"), logs)
+                        float(t.get("durationMs") or 0), t.get("warning"), logs, value=value)
 
 
 def _cancellation(handler: Handler, data: dict) -> Cancellation:

@@ -211,10 +211,13 @@ class Engine:
                 return outcome
             # A handler hogged the CPU synchronously and was terminated: skip it and go on.
             stuck = outcome["abandoned"]
-            trace.append({"id": handlers[offset + stuck]["id"], "status": "timeout", "changed": False,
-                          "durationMs": round(budget * 1000), "warning": f"no result within {req['budgetMs']} ms",
-                          "logs": [], "logsDropped": 0, "hostCalls": 0})
             context = json.loads(outcome["contextJson"])
+            skipped = {"id": handlers[offset + stuck]["id"], "status": "timeout", "changed": False,
+                       "durationMs": round(budget * 1000), "warning": f"no result within {req['budgetMs']} ms",
+                       "logs": [], "logsDropped": 0, "hostCalls": 0}
+            if req.get("traceValues"):
+                skipped["context"] = context
+            trace.append(skipped)
             offset += stuck + 1
             if offset >= len(handlers):
                 return {"done": True, "trace": trace, "context": context, "cancellation": None}

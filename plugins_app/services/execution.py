@@ -25,9 +25,11 @@ def engine_key(account) -> str:
 
 
 def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = "",
-                 record: bool = True, extras: dict | None = None) -> tuple[ChainResult, list]:
+                 record: bool = True, extras: dict | None = None,
+                 trace_values: bool = False) -> tuple[ChainResult, list]:
     """Run the account's chain for `hook`; returns the result and the effects host calls asked for.
-    `record=False` (a try-run) writes no audit rows and no metering."""
+    `record=False` (a try-run) writes no audit rows and no metering; `trace_values` puts each
+    handler's resulting value in its trace entry."""
     spec = require_hook(hook)
     if isinstance(hop, bool) or not isinstance(hop, int) or not 0 <= hop <= MAX_HOP:
         raise InvalidInput("hop", f"expected an integer from 0 to {MAX_HOP}")
@@ -39,7 +41,8 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
         raise InvalidInput(f"context.{exc.field}" if exc.field != "context" else "context", exc.message) from None
     handlers = chain_cache.handlers(account, hook)
     bridge = HostBridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras, record=record)
-    result = run_chain(get_pool(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop)
+    result = run_chain(get_pool(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop,
+                       trace_values=trace_values)
     if record:
         record_result(account, spec, clean, result, hop=hop, turn_id=turn_id)
     return result, bridge.effects

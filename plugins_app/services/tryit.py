@@ -7,14 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plugins_app.errors import InvalidInput
-from plugins_app.runtime.chain import HandlerTrace, run_chain
-from plugins_app.runtime.context import ContextError, validate_context
+from plugins_app.runtime.chain import HandlerTrace
 
-from .chain_cache import chain_cache
 from .chains import require_hook
-from .engine import get_pool
-from .execution import engine_key
-from .host import HostBridge
+from .execution import execute_hook
 
 
 @dataclass
@@ -50,31 +46,20 @@ def parse_context(text: str) -> dict:
 
 
 def try_chain(account, hook: str, context: dict) -> TryRun:
-    """Run the account's current chain for `hook` one handler at a time, so each handler's input and
-    output can be shown. The handlers, order, engine, host bridge and fail-open rules are exactly
-    those of execute_hook; the only difference is that nothing is recorded."""
+    """Run the account's current chain for `hook` exactly as an execute call would, recording
+    nothing, with each handler's resulting value kept so its before and after can be shown."""
     spec = require_hook(hook)
-    try:
-        clean = validate_context(spec, context)
-    except ContextError as exc:
-        raise InvalidInput(f"context.{exc.field}" if exc.field != "context" else "context", exc.message) from None
-    bridge = HostBridge(account, spec, clean, record=False)
-    run = TryRun(hook, "unchanged", spec.value_of(clean), spec.value_of(clean), clean)
-    current = clean
-    for handler in chain_cache.handlers(account, hook):
-        result = run_chain(get_pool(), engine_key(account), spec, [handler], current, host=bridge)
-        for trace in result.trace:
-            step = Step(trace, spec.value_of(current), spec.value_of(result.context))
-            if result.cancellation:
-                step.cancel_reason = result.cancellation.reason
-            run.steps.append(step)
-        current = result.context
-        if result.cancellation:
-            run.cancelled_by, run.cancel_reason = result.cancellation.plugin, result.cancellation.reason
-            break
-    run.context, run.after, run.effects = current, spec.value_of(current), bridge.effects
-    if run.cancelled_by:
-        run.outcome = "cancelled"
-    elif run.after != run.before:
-        run.outcome = "changed"
+    result, effects = execute_hook(account, hook, context, record=False, trace_values=True)
+    before = spec.value_of(context)   # execute_hook has validated it
+    run = TryRun(hook, result.outcome, before, result.value, result.context, effects=effects)
+    previous = before
+    for trace in result.trace:
+        step = Step(trace, previous, trace.value)
+        if trace.status == "cancelled" and result.cancellation:
+            step.cancel_reason = result.cancellation.reason
+        run.steps.append(step)
+        previous = trace.value
+    if result.cancellation:
+        run.cancelled_by, run.cancel_reason = result.cancellation.plugin, result.cancellation.reason
     return run
+

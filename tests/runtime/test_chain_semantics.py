@@ -160,3 +160,14 @@ def test_values_near_the_size_limit_travel_both_ways(make_handler, chain):
     result = chain("userMessageInbound", [h], dict(INBOUND_CONTEXT, text=text))
     assert result.trace[0].status == "ran"
     assert result.value == text.upper()
+
+
+def test_trace_values_show_each_handlers_result_only_when_asked(make_handler, chain):
+    a = make_handler("globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + 'A';")
+    broken = make_handler("globalThis.middleware.systemPrompt = async () => { throw 1; };")
+    b = make_handler("globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + 'B';")
+    traced = chain("systemPrompt", [a, broken, b], PROMPT_CONTEXT, trace_values=True)
+    assert [t.value for t in traced.trace] == ["baseA", "baseA", "baseAB"]
+    plain = chain("systemPrompt", [a, broken, b], PROMPT_CONTEXT)
+    assert [t.value for t in plain.trace] == [None, None, None]
+    assert plain.value == traced.value == "baseAB"

@@ -222,6 +222,7 @@
         record.warning = clip(describeThrown(e), 1000);
       }
       record.durationMs = Date.now() - run.started;
+      if (req.traceValues) record.context = current;   // what the next handler sees (try-runs show it)
       run.trace.push(record);
       if (cancellation) break;
     }
