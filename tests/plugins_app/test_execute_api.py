@@ -147,3 +147,17 @@ def test_hooks_list_serves_the_table(api_client):
     assert hooks["sessionClearing"]["observeOnly"] is True
     assert hooks["sshCommandSending"]["carriesAgent"] is True
     assert hooks["userMessageInbound"]["carriesAgent"] is False
+
+
+@pytest.mark.slow
+def test_the_api_gives_each_handler_five_seconds_then_goes_on(api_client, install):
+    import time
+    install("globalThis.middleware.systemPrompt = async () => new Promise(() => {});", name="never")
+    install(appender("!"), name="after")
+    started = time.monotonic()
+    body = execute(api_client, "systemPrompt", PROMPT).json()
+    elapsed = time.monotonic() - started
+    assert [t["status"] for t in body["trace"]] == ["timeout", "ran"]
+    assert "5000 ms" in body["trace"][0]["warning"]
+    assert body["value"] == "base!"
+    assert 5.0 <= elapsed < 30   # the wall-clock budget, not a shorter one; and the chain did go on
