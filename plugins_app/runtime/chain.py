@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .hooks import HookSpec
@@ -59,11 +59,8 @@ class ChainResult:
     cancellation: Cancellation | None
     trace: list[HandlerTrace]
 
-    def as_dict(self) -> dict:
-        return asdict(self)
 
-
-HostCall = Callable[[Handler, str, list], Any]   # raises HostError to reject the JS promise
+HostFunction = Callable[[Handler, str, list], Any]   # raises HostError to reject the JS promise
 
 
 class HostError(Exception):
@@ -83,7 +80,7 @@ def host_plan(spec: HookSpec, context: dict, hop: int = 0) -> dict:
 
 
 def run_chain(pool: EnginePool, account_key: str, spec: HookSpec, handlers: list[Handler],
-              context: dict, *, host: HostCall | None = None, hop: int = 0,
+              context: dict, *, host: HostFunction | None = None, hop: int = 0,
               budget_ms: int = DEFAULT_BUDGET_MS, trace_values: bool = False) -> ChainResult:
     """`trace_values` adds each handler's resulting value to its trace entry (for try-runs)."""
     by_id = {h.installation_id: h for h in handlers}

@@ -169,12 +169,6 @@ class EnginePool:
     def is_suspect(self, installation_id: str, code_hash: str) -> bool:
         return (installation_id, code_hash) in self.suspects
 
-    def warm(self) -> None:
-        for engine in self.engines:
-            with engine.lock:
-                if not engine.alive:
-                    engine.start()
-
     def compile(self, source: str, language: str) -> dict:
         with self.engine_for("compiler") as engine:
             for attempt in range(2):
@@ -193,15 +187,6 @@ class EnginePool:
 
 _default_pool: EnginePool | None = None
 _default_lock = threading.Lock()
-
-
-def configure_default_pool(**kwargs) -> EnginePool:
-    global _default_pool
-    with _default_lock:
-        if _default_pool is not None:
-            _default_pool.shutdown()
-        _default_pool = EnginePool(**kwargs)
-        return _default_pool
 
 
 def default_pool(**kwargs) -> EnginePool:

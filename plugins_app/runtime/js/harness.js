@@ -238,10 +238,6 @@
     load(id, hash, code, configJson) {
       return JSON.stringify(load(id, hash, code, JSON.parse(configJson)));
     },
-    has(id, hash) {
-      const p = plugins.get(id);
-      return p !== undefined && p.hash === hash;
-    },
     unload(id) { plugins.delete(id); },
     // Starts a chain; its synchronous part runs now, the rest as microtasks after this eval.
     run(reqJson) {
