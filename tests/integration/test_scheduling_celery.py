@@ -1,7 +1,5 @@
 """Cron slots and timers end to end: real Redis, a Celery worker and beat, and a signed platform stub."""
 
-from pathlib import Path
-
 import pytest
 from django.utils import timezone
 
@@ -9,13 +7,14 @@ from accounts.models import ApiKey
 from plugins_app import tasks
 from plugins_app.models import CronRun, Notification, PluginLog
 from plugins_app.services import cron, plugins
+from tests.spec_examples import example
 from tests.plugins_app.scheduling_support import platform  # noqa: F401  (fixture)
 
 from .celery_services import celery, redis_url, wait_until  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-SENTINEL = (Path(__file__).resolve().parents[3] / "shared" / "spec" / "examples" / "cron-sentinel.ts").read_text()
+SENTINEL = example("cron-sentinel.ts")
 REWORD = """globalThis.middleware.notifyDelivered = async (c) => "wake up: " + c.message;"""
 WAIT = 60
 

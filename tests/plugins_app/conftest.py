@@ -1,12 +1,9 @@
 """Fixtures for plugins_app tests: installing plugins, executing hooks, the spec's examples."""
 
-from pathlib import Path
-
 import pytest
 
 from plugins_app.services import plugins
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "spec" / "examples"
+from tests.spec_examples import EXAMPLES, example  # noqa: F401  (re-exported for the test modules)
 
 PROMPT = {"sessionId": "1", "agentId": "2", "sessionKind": "direct", "systemPrompt": "base"}
 
@@ -19,10 +16,6 @@ def install(account):
                                       language=language, **kw)
     do.count = 0
     return do
-
-
-def example(name: str) -> str:
-    return (EXAMPLES / name).read_text()
 
 
 def appender(suffix: str) -> str:
