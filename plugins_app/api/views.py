@@ -50,12 +50,8 @@ class HookExecuteView(AccountView):
     @extend_schema(request=s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
                    summary="Run the account's chain for a hook")
     def post(self, request, hook):
-        chains.require_hook(hook)
-        body = _validated(s.ExecuteRequestSerializer, request.data)
         started = time.perf_counter()
-        result, effects = execution.execute_hook(
-            self.account, hook, body["context"], hop=body["hop"], turn_id=body["turnId"],
-            extras={"conversation": request.data.get("conversation")} if isinstance(request.data, dict) else None)
+        result, effects = execution.execute_request(self.account, hook, request.data)
         chain_ms = (time.perf_counter() - started) * 1000
         # The platform can tell the hub's chain time from the network's (and so can the bench).
         return Response(s.execute_response(result, effects), headers={"Server-Timing": f"chain;dur={chain_ms:.2f}"})

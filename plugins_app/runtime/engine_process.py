@@ -16,7 +16,7 @@ import uvloop
 from py_mini_racer import MiniRacer
 from py_mini_racer._exc import JSEvalException, JSOOMException
 
-from . import jsassets
+from . import jsassets, wire
 from .hooks import HOOKS
 
 GRACE_SECONDS = 0.5        # slack over a handler's budget before its isolate counts as stuck
@@ -101,11 +101,11 @@ class Engine:
 
     # -- plumbing ---------------------------------------------------------------------------
     def send(self, message: dict) -> None:
-        self.conn.send_bytes(json.dumps(message).encode())
+        self.conn.send_bytes(wire.dumps(message))
 
     def _readable(self) -> None:
         try:
-            message = json.loads(self.conn.recv_bytes())
+            message = wire.loads(self.conn.recv_bytes())
         except (EOFError, OSError):
             os._exit(0)
         if message.get("op") == "hostReply":
@@ -146,7 +146,7 @@ class Engine:
 
     # -- host calls from JS -----------------------------------------------------------------
     async def host_call(self, raw) -> str:
-        request = json.loads(raw)
+        request = wire.loads(raw)
         self.next_call += 1
         call = self.next_call
         waiter = asyncio.get_running_loop().create_future()
@@ -164,8 +164,8 @@ class Engine:
                 self.uncharged_inflight -= 1
                 self.uncharged_seconds += time.monotonic() - started
         self.host_activity.set()
-        return json.dumps({"ok": reply.get("ok", False), "value": reply.get("value"),
-                           "error": reply.get("error")})
+        return wire.dumps({"ok": reply.get("ok", False), "value": reply.get("value"),
+                           "error": reply.get("error")}).decode()
 
     # -- isolates -----------------------------------------------------------------------------
     async def isolate(self, account: str) -> Isolate:
@@ -211,7 +211,7 @@ class Engine:
                 return outcome
             # A handler hogged the CPU synchronously and was terminated: skip it and go on.
             stuck = outcome["abandoned"]
-            context = json.loads(outcome["contextJson"])
+            context = wire.loads(outcome["contextJson"])
             skipped = {"id": handlers[offset + stuck]["id"], "status": "timeout", "changed": False,
                        "durationMs": round(budget * 1000), "warning": f"no result within {req['budgetMs']} ms",
                        "logs": [], "logsDropped": 0, "hostCalls": 0}
@@ -227,7 +227,7 @@ class Engine:
         loop = asyncio.get_running_loop()
         # The poll is queued right behind the run: the isolate settles the chain's microtasks
         # between the two, so a chain that never awaits the host costs one round trip, not two.
-        run = loop.create_task(iso.eval(f"__hub.run({json.dumps(json.dumps(payload))})", budget + GRACE_SECONDS))
+        run = loop.create_task(iso.eval(f"__hub.run({wire.js_string(payload)})", budget + GRACE_SECONDS))
         first_poll = loop.create_task(iso.eval("__hub.poll()", budget + 2 * GRACE_SECONDS))
         try:
             started = await run
@@ -242,7 +242,7 @@ class Engine:
             raise
         if started is not None:
             first_poll.cancel()
-            return json.loads(started)   # {"missing": [...]}
+            return wire.loads(started)   # {"missing": [...]}
         last_index = 0
         invocation, deadline = None, None
         pending_poll = first_poll
@@ -252,7 +252,7 @@ class Engine:
                     raw, pending_poll = await pending_poll, None
                 else:
                     raw = await iso.eval("__hub.poll()", self._poll_timeout(deadline, budget))
-                status = json.loads(raw)
+                status = wire.loads(raw)
             except asyncio.TimeoutError:
                 raise Fatal("stuck", offset + last_index) from None
             if status.get("done"):

@@ -16,6 +16,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Callable
 
+from . import wire
+
 logger = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -86,15 +88,15 @@ class EngineProcess:
         self.next_id += 1
         message = dict(message, id=self.next_id)
         try:
-            self.conn.send_bytes(json.dumps(message).encode())
+            self.conn.send_bytes(wire.dumps(message))
             while True:
                 if not self.conn.poll(silence_limit):
                     self.kill()
                     raise EngineCrashed("stuck")
-                reply = json.loads(self.conn.recv_bytes())
+                reply = wire.loads(self.conn.recv_bytes())
                 if reply.get("op") == "host":
                     answer = on_host(reply) if on_host else {"ok": False, "error": "no host here"}
-                    self.conn.send_bytes(json.dumps({"op": "hostReply", "call": reply["call"], **answer}).encode())
+                    self.conn.send_bytes(wire.dumps({"op": "hostReply", "call": reply["call"], **answer}))
                     continue
                 if reply.get("fatal"):
                     self.kill()

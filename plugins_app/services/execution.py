@@ -24,6 +24,17 @@ def engine_key(account) -> str:
     return f"account-{account.pk}"
 
 
+def execute_request(account, hook: str, body) -> tuple[ChainResult, list]:
+    """The execute API's body, checked, then run: {"context", "hop"?, "turnId"?, "conversation"?}."""
+    require_hook(hook)
+    if not isinstance(body, dict):
+        raise InvalidInput("body", "expected a JSON object with a context")
+    if "context" not in body:
+        raise InvalidInput("context", "this field is required")
+    return execute_hook(account, hook, body["context"], hop=body.get("hop", 0), turn_id=body.get("turnId", ""),
+                        extras={"conversation": body.get("conversation")})
+
+
 def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = "",
                  record: bool = True, extras: dict | None = None,
                  trace_values: bool = False) -> tuple[ChainResult, list]:
@@ -60,8 +71,7 @@ def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *
                                            message=t.warning or "engine replaced"))
     if warnings or result.cancellation:
         _write_audit(account, spec, context, result, warnings, hop=hop, turn_id=turn_id)
-    for t in result.trace:
-        meter.add(account.pk, t.plugin, spec.name, t.duration_ms)
+    meter.add_runs(account.pk, spec.name, [(t.plugin, t.duration_ms) for t in result.trace])
     for sink in LOG_SINKS:
         sink(account, spec, result)
 

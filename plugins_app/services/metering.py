@@ -30,12 +30,16 @@ class Meter:
     def interval(self) -> float:
         return float(getattr(settings, "HUB_METERING_FLUSH_SECONDS", 2.0))
 
-    def add(self, account_id: int, plugin_slug: str, hook: str, duration_ms: float):
-        key = (account_id, plugin_slug, hook, timezone.localdate())
+    def add_runs(self, account_id: int, hook: str, runs: list[tuple[str, float]]):
+        """One chain's handler runs: (plugin slug, ms) each."""
+        if not runs:
+            return
+        day = timezone.localdate()
         with self._lock:
-            row = self._pending[key]
-            row[0] += 1
-            row[1] += duration_ms
+            for plugin_slug, duration_ms in runs:
+                row = self._pending[(account_id, plugin_slug, hook, day)]
+                row[0] += 1
+                row[1] += duration_ms
         if self.interval <= 0:
             self.flush()
         else:

@@ -120,6 +120,26 @@ def test_a_body_over_1_mib_is_413_and_changes_nothing(api_client, install, accou
     assert UsageDaily.objects.filter(account=account).count() == 0
 
 
+@pytest.mark.parametrize("body, field", [
+    ([{"context": PROMPT}], "body"),
+    ("just text", "body"),
+    ({"ctx": PROMPT}, "context"),
+    ({"context": PROMPT, "turnId": 7}, "turnId"),
+])
+def test_a_malformed_body_is_400_naming_what_is_wrong(api_client, install, account, body, field):
+    install("globalThis.middleware.systemPrompt = async (c, t) => c.systemPrompt + '!';")
+    response = api_client.post("/api/v1/hooks/systemPrompt/execute", json.dumps(body),
+                               content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["field"] == field
+    assert UsageDaily.objects.filter(account=account).count() == 0
+
+
+def test_an_unknown_hook_is_404_even_when_the_body_is_wrong_too(api_client):
+    response = api_client.post("/api/v1/hooks/nope/execute", "[]", content_type="application/json")
+    assert response.status_code == 404
+
+
 def test_invalid_json_is_400(api_client):
     response = api_client.post("/api/v1/hooks/systemPrompt/execute", "{nope", content_type="application/json")
     assert response.status_code == 400

@@ -154,6 +154,15 @@ def test_host_log_is_collected_per_handler(make_handler, chain):
     assert [(l["level"], l["message"]) for l in result.trace[0].logs] == [("warn", "careful"), ("info", "via console")]
 
 
+def test_text_beyond_plain_utf8_travels_both_ways(make_handler, chain):
+    # A lone surrogate (legal in JSON and in JS strings, not in UTF-8) and astral characters.
+    h = make_handler("globalThis.middleware.userMessageInbound = async (c) => c.text + '\\ud800' + '\\u{1F600}';")
+    text = "caf\u00e9 \U0001F600 \udfff \u2028 end"
+    result = chain("userMessageInbound", [h], dict(INBOUND_CONTEXT, text=text))
+    assert result.trace[0].status == "ran"
+    assert result.value == text + "\ud800\U0001F600"
+
+
 def test_values_near_the_size_limit_travel_both_ways(make_handler, chain):
     h = make_handler("globalThis.middleware.userMessageInbound = async (c) => c.text.toUpperCase();")
     text = "ab " * 300_000   # 900 KB in and out: larger than any socket buffer
