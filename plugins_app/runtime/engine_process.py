@@ -18,6 +18,7 @@ from py_mini_racer._exc import JSEvalException, JSOOMException
 
 from . import jsassets, wire
 from .hooks import HOOKS
+from .v8_queue import EvalQueue, IsolateStuck
 
 GRACE_SECONDS = 0.5        # slack over a handler's budget before its isolate counts as stuck
 PENDING_POLL_SECONDS = 0.05
@@ -53,11 +54,13 @@ class Isolate:
         self.engine = engine
         self.memory_mb = memory_mb
         self.mr: MiniRacer | None = None
+        self.queue: EvalQueue | None = None
         self.stack = contextlib.AsyncExitStack()
 
     async def start(self) -> None:
         self.mr = MiniRacer()
         self.mr.set_hard_memory_limit(self.memory_mb * 1024 * 1024)
+        self.queue = EvalQueue(self.mr)
         await self.eval(jsassets.ses_source(), 10)
         await self.eval(
             "lockdown({errorTaming: 'unsafe', stackFiltering: 'verbose', overrideTaming: 'severe',"
@@ -224,37 +227,40 @@ class Engine:
 
     async def _run_once(self, iso: Isolate, payload: dict, budget: float, offset: int) -> dict:
         self.uncharged_seconds = 0.0
-        loop = asyncio.get_running_loop()
         # The poll is queued right behind the run: the isolate settles the chain's microtasks
         # between the two, so a chain that never awaits the host costs one round trip, not two.
-        run = loop.create_task(iso.eval(f"__hub.run({wire.js_string(payload)})", budget + GRACE_SECONDS))
-        first_poll = loop.create_task(iso.eval("__hub.poll()", budget + 2 * GRACE_SECONDS))
+        evals = iso.queue
+        evals.post(f"__hub.run({wire.js_string(payload)})")
+        evals.post("__hub.poll()")
         try:
-            started = await run
-        except asyncio.TimeoutError:
-            first_poll.cancel()
-            with contextlib.suppress(BaseException):
-                await first_poll
-            info = json.loads(await iso.eval("__hub.abandon()", 1))
-            return {"abandoned": info["index"], "trace": info["trace"], "contextJson": info["contextJson"]}
-        except BaseException:
-            first_poll.cancel()
-            raise
-        if started is not None:
-            first_poll.cancel()
-            return wire.loads(started)   # {"missing": [...]}
+            try:
+                started = evals.take(budget + GRACE_SECONDS)
+            except asyncio.TimeoutError:   # a handler hogged the CPU; the isolate terminated it
+                info = wire.loads(await iso.eval("__hub.abandon()", 1))
+                return {"abandoned": info["index"], "trace": info["trace"], "contextJson": info["contextJson"]}
+            except BaseException:
+                evals.discard(GRACE_SECONDS)
+                raise
+            if started is not None:
+                evals.discard(budget + GRACE_SECONDS)
+                return wire.loads(started)   # {"missing": [...]}
+            try:
+                raw = evals.take(budget + GRACE_SECONDS)
+            except asyncio.TimeoutError:
+                raise Fatal("stuck", offset) from None
+        except IsolateStuck:
+            raise Fatal("stuck", offset) from None
+        except JSOOMException:
+            raise Fatal("memory") from None
         last_index = 0
         invocation, deadline = None, None
-        pending_poll = first_poll
         while True:
-            try:
-                if pending_poll is not None:
-                    raw, pending_poll = await pending_poll, None
-                else:
+            if raw is None:
+                try:
                     raw = await iso.eval("__hub.poll()", self._poll_timeout(deadline, budget))
-                status = wire.loads(raw)
-            except asyncio.TimeoutError:
-                raise Fatal("stuck", offset + last_index) from None
+                except asyncio.TimeoutError:
+                    raise Fatal("stuck", offset + last_index) from None
+            status, raw = wire.loads(raw), None
             if status.get("done"):
                 if "cancellation" in status and status["cancellation"]:
                     status["cancellation"]["index"] += offset

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -43,6 +44,7 @@ class EngineProcess:
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
+        self.readable: select.poll | None = None   # made once: Connection.poll builds a selector per call
         self.next_id = 0
         self.restarts = 0
 
@@ -54,11 +56,17 @@ class EngineProcess:
             pass_fds=[child_fd], cwd=PROJECT_ROOT, env=self.env)
         os.close(child_fd)
         self.conn = Connection(parent_sock.detach())
-        if not self.conn.poll(START_TIMEOUT_SECONDS):
+        self.readable = select.poll()
+        self.readable.register(self.conn.fileno(), select.POLLIN)
+        if not self._wait(START_TIMEOUT_SECONDS):
             self.kill()
             raise EngineCrashed("crashed")
         hello = json.loads(self.conn.recv_bytes())
         assert hello.get("op") == "ready", hello
+
+    def _wait(self, seconds: float) -> bool:
+        """True once the engine has written (or hung up), False after `seconds` of silence."""
+        return bool(self.readable.poll(seconds * 1000))
 
     @property
     def alive(self) -> bool:
@@ -73,7 +81,7 @@ class EngineProcess:
                 pass
         if self.conn is not None:
             self.conn.close()
-        self.proc, self.conn = None, None
+        self.proc, self.conn, self.readable = None, None, None
 
     def restart(self) -> None:
         self.kill()
@@ -90,7 +98,7 @@ class EngineProcess:
         try:
             self.conn.send_bytes(wire.dumps(message))
             while True:
-                if not self.conn.poll(silence_limit):
+                if not self._wait(silence_limit):
                     self.kill()
                     raise EngineCrashed("stuck")
                 reply = wire.loads(self.conn.recv_bytes())
