@@ -230,24 +230,18 @@ class Engine:
         # The poll is queued right behind the run: the isolate settles the chain's microtasks
         # between the two, so a chain that never awaits the host costs one round trip, not two.
         evals = iso.queue
-        evals.post(f"__hub.run({wire.js_string(payload)})")
+        evals.post(f"__hub.run({wire.js_string(payload)})", answered=False)
         evals.post("__hub.poll()")
         try:
             try:
-                started = evals.take(budget + GRACE_SECONDS)
-            except asyncio.TimeoutError:   # a handler hogged the CPU; the isolate terminated it
-                info = wire.loads(await iso.eval("__hub.abandon()", 1))
-                return {"abandoned": info["index"], "trace": info["trace"], "contextJson": info["contextJson"]}
-            except BaseException:
-                evals.discard(GRACE_SECONDS)
-                raise
-            if started is not None:
-                evals.discard(budget + GRACE_SECONDS)
-                return wire.loads(started)   # {"missing": [...]}
-            try:
                 raw = evals.take(budget + GRACE_SECONDS)
             except asyncio.TimeoutError:
-                raise Fatal("stuck", offset) from None
+                # The isolate answered the cancel, so a handler was hogging the CPU inside the run
+                # itself (stuck microtasks never answer): it was terminated; resume after it.
+                info = wire.loads(await iso.eval("__hub.abandon()", 1))
+                if info.get("idle"):
+                    raise Fatal("stuck", offset) from None
+                return {"abandoned": info["index"], "trace": info["trace"], "contextJson": info["contextJson"]}
         except IsolateStuck:
             raise Fatal("stuck", offset) from None
         except JSOOMException:
@@ -261,6 +255,8 @@ class Engine:
                 except asyncio.TimeoutError:
                     raise Fatal("stuck", offset + last_index) from None
             status, raw = wire.loads(raw), None
+            if "missing" in status:
+                return status
             if status.get("done"):
                 if "cancellation" in status and status["cancellation"]:
                     status["cancellation"]["index"] += offset

@@ -240,10 +240,14 @@
     },
     unload(id) { plugins.delete(id); },
     // Starts a chain; its synchronous part runs now, the rest as microtasks after this eval.
+    // Python reads the outcome with poll(), queued right behind: {missing} if code must be loaded.
     run(reqJson) {
       const req = JSON.parse(reqJson);
       const missing = req.handlers.filter((h) => !plugins.has(h.id) || plugins.get(h.id).hash !== h.hash).map((h) => h.id);
-      if (missing.length) return JSON.stringify({ missing });
+      if (missing.length) {
+        run = { missing };
+        return null;
+      }
       run = { index: -1, started: 0, trace: [], done: null, expire: null, invocation: 0, contextJson: null };
       runChain(req).then(
         (r) => { run.done = r; },
@@ -253,6 +257,11 @@
     },
     poll() {
       if (run === null) return JSON.stringify({ idle: true });
+      if (run.missing) {
+        const out = JSON.stringify({ missing: run.missing });
+        run = null;
+        return out;
+      }
       if (run.done) {
         const out = JSON.stringify({ done: true, trace: run.trace, ...run.done });
         run = null;
