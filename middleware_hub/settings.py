@@ -85,10 +85,13 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The dev server, the Celery worker and beat share one file: wait for locks
-    # instead of failing, and let readers proceed while one process writes.
+    # instead of failing, and let readers proceed while one process writes. Transactions take
+    # the write lock when they begin: one that read first could not upgrade later while
+    # another connection had committed (SQLite refuses at once, whatever the timeout).
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL;",
+        "transaction_mode": "IMMEDIATE",
     }
     # A file rather than memory, so the Celery workers an integration test starts share the test
     # database; one per test process, so concurrent runs in one checkout don't collide.
