@@ -101,6 +101,8 @@ class Engine:
         self.host_activity = asyncio.Event()
         self.uncharged_seconds = 0.0
         self.uncharged_inflight = 0
+        self.run_seq = 0
+        self.live_run: int | None = None   # host calls from any other run are refused
 
     # -- plumbing ---------------------------------------------------------------------------
     def send(self, message: dict) -> None:
@@ -150,6 +152,11 @@ class Engine:
     # -- host calls from JS -----------------------------------------------------------------
     async def host_call(self, raw) -> str:
         request = wire.loads(raw)
+        if request.get("run") != self.live_run:
+            # Fired without being awaited, and its chain ended before the call was served: the
+            # next chain's host must not answer it in that chain's context.
+            return wire.dumps({"ok": False, "value": None,
+                               "error": f"host.{request['member']}: the chain that called it is over"}).decode()
         self.next_call += 1
         call = self.next_call
         waiter = asyncio.get_running_loop().create_future()
@@ -226,6 +233,14 @@ class Engine:
                 return {"done": True, "trace": trace, "context": context, "cancellation": None}
 
     async def _run_once(self, iso: Isolate, payload: dict, budget: float, offset: int) -> dict:
+        self.run_seq += 1
+        self.live_run = payload["seq"] = self.run_seq
+        try:
+            return await self._run_started(iso, payload, budget, offset)
+        finally:
+            self.live_run = None
+
+    async def _run_started(self, iso: Isolate, payload: dict, budget: float, offset: int) -> dict:
         self.uncharged_seconds = 0.0
         # The poll is queued right behind the run: the isolate settles the chain's microtasks
         # between the two, so a chain that never awaits the host costs one round trip, not two.

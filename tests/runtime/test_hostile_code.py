@@ -117,3 +117,23 @@ def test_accounts_never_share_an_isolate(make_handler):
         assert sorted(isolates) == ["iso-a", "iso-b"]
     finally:
         single.shutdown()
+
+
+def test_a_host_call_left_unawaited_is_never_served_by_a_later_chain(make_handler, chain):
+    # The handler fires host.fetch and returns without awaiting it: the call must be served in
+    # its own chain or refused, never answered by the next chain the engine runs (which here is
+    # the same handler again, so it would be served with the wrong chain's context).
+    fire = make_handler("globalThis.middleware.systemPrompt = async (c) => "
+                        "{ host.fetch('https://example.test/' + c.systemPrompt); return c.systemPrompt; };")
+    served = []
+
+    def host_for(label):
+        def host(handler, member, args):
+            served.append((label, args[0]))
+            return {"status": 200, "headers": {}, "body": ""}
+        return host
+
+    for i in range(20):
+        chain("systemPrompt", [fire], dict(PROMPT_CONTEXT, systemPrompt=f"run{i}"), account="stray",
+              host=host_for(f"run{i}"))
+    assert all(url == f"https://example.test/{label}" for label, url in served), served

@@ -38,7 +38,7 @@
     const call = (member, args) => {
       if (inv.over) return Promise.reject(new Error(`host.${member}: this handler's invocation is over`));
       record.hostCalls += 1;
-      return __py(JSON.stringify({ invocation: inv.id, handler: inv.handler, member, args }))
+      return __py(JSON.stringify({ run: inv.run, invocation: inv.id, handler: inv.handler, member, args }))
         .then((raw) => {
           const reply = JSON.parse(raw);
           if (reply.ok) return reply.value;
@@ -160,7 +160,7 @@
 
   async function invoke(entry, req, context, record) {
     const spec = table[req.hook];
-    const inv = { id: ++invocationSeq, handler: entry.id, tokens: new WeakMap(), over: false };
+    const inv = { id: ++invocationSeq, run: req.seq, handler: entry.id, tokens: new WeakMap(), over: false };
     const tools = spec.cancellable
       ? harden({ cancel: (reason) => {
           const token = harden({});
