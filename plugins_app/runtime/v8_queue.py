@@ -55,16 +55,6 @@ class EvalQueue:
             self._unanswered.clear()   # the isolate runs tasks in order: those before are done too
         return self._ctx._value_handle_to_python(raw)
 
-    def discard(self, timeout: float) -> None:
-        """Wait out (or cancel) whatever is still outstanding, ignoring the values."""
-        while self._outstanding:
-            try:
-                self.take(timeout)
-            except asyncio.TimeoutError:
-                return
-            except Exception:   # noqa: BLE001 - a discarded evaluation's error is of no interest
-                continue
-
     def _cancel_all(self) -> None:
         for task_id, _ in self._unanswered + list(self._outstanding):
             self._ctx._dll.mr_cancel_task(self._ctx._ctx, task_id)   # a no-op for finished tasks
