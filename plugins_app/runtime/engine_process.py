@@ -18,7 +18,7 @@ from py_mini_racer._exc import JSEvalException, JSOOMException
 
 from . import jsassets, wire
 from .hooks import HOOKS
-from .v8_queue import EvalQueue, IsolateStuck
+from .v8_queue import Early, EvalQueue, IsolateStuck
 
 GRACE_SECONDS = 0.5        # slack over a handler's budget before its isolate counts as stuck
 PENDING_POLL_SECONDS = 0.05
@@ -83,6 +83,8 @@ class Isolate:
         await self.stack.aclose()
         if self.mr is not None:
             self.mr.close()
+        if self.queue is not None:
+            self.queue.close()
 
 
 class Engine:
@@ -102,6 +104,7 @@ class Engine:
         self.uncharged_seconds = 0.0
         self.uncharged_inflight = 0
         self.run_seq = 0
+        self.early_id = None   # the run request that may be answered from the isolate's thread
         self.live_run: int | None = None   # host calls from any other run are refused
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -132,7 +135,13 @@ class Engine:
             op = message.get("op")
             try:
                 if op == "run":
-                    reply = await self.run(message)
+                    self.early_id = message.get("id")
+                    try:
+                        reply = await self.run(message)
+                    finally:
+                        self.early_id = None
+                    if reply.get("answeredEarly"):
+                        continue
                 elif op == "compile":
                     reply = await self.compile(message)
                 elif op == "bench":
@@ -215,6 +224,8 @@ class Engine:
             payload = dict(req, handlers=handlers[offset:], context=context)
             payload.pop("code", None)
             outcome = await self._run_once(iso, payload, budget, offset)
+            if outcome.get("answeredEarly"):
+                return outcome
             trace.extend(outcome.get("trace", []))
             if "abandoned" not in outcome:
                 outcome["trace"] = trace
@@ -244,12 +255,17 @@ class Engine:
         self.uncharged_seconds = 0.0
         # The poll is queued right behind the run: the isolate settles the chain's microtasks
         # between the two, so a chain that never awaits the host costs one round trip, not two.
+        early = None
+        if self.early_id is not None and offset == 0:
+            early = Early(self._early_answer, self.conn.send_bytes, self.conn.fileno())
         evals = iso.queue
         evals.post(f"__hub.run({wire.js_string(payload)})", answered=False)
-        evals.post("__hub.poll()")
+        evals.post("__hub.poll()", early=early)
         try:
             try:
-                raw = evals.take(budget + GRACE_SECONDS)
+                raw, answered = evals.take(budget + GRACE_SECONDS)
+                if answered:
+                    return {"answeredEarly": True}
             except asyncio.TimeoutError:
                 # The isolate answered the cancel, so a handler was hogging the CPU inside the run
                 # itself (stuck microtasks never answer): it was terminated; resume after it.
@@ -289,6 +305,16 @@ class Engine:
             wait = min(PENDING_POLL_SECONDS, max(0.0, effective_deadline - time.time()))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.host_activity.wait(), wait or PENDING_POLL_SECONDS)
+
+    def _early_answer(self, value) -> bytes | None:
+        """On the isolate's thread: the reply to a chain that finished without the host, so the
+        parent gets it without waiting for this process's main thread to wake."""
+        if not isinstance(value, str) or not value.startswith('{"done":true,'):
+            return None
+        try:
+            return b'{"op":"result","id":' + wire.dumps(self.early_id) + b"," + value[1:].encode()
+        except UnicodeEncodeError:
+            return None
 
     def _poll_timeout(self, deadline: float | None, budget: float) -> float:
         """How long the isolate may stay silent before it counts as stuck."""

@@ -3,26 +3,117 @@
 mini-racer's `eval_cancelable` costs an asyncio future, a callback registration and an event-loop
 wake-up per evaluation; on the hot path (start a chain, then read its settled result) that is
 most of the engine's own time. Here evaluations are posted straight to the isolate's thread and
-their results read, in posting order, from the queue mini-racer keeps for uncancelable tasks.
+their results read, in posting order, from the queue mini-racer keeps for uncancelable tasks,
+which this module replaces with one that can also hand a result over on the isolate's own thread
+(`post(..., early=Early(...))`): the engine then answers its parent without waking its main thread.
 This leans on mini-racer internals (`Context._dll`, `_non_cancelable_mr_task_results_queue`), so
-requirements.txt pins mini-racer and tests/runtime covers every path through here.
+requirements.txt pins mini-racer and tests/runtime/test_v8_queue.py covers each path through here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
+import select
+import time
 from collections import deque
+from typing import Callable
 
 from py_mini_racer import MiniRacer
 
 CANCEL_GRACE_SECONDS = 0.5   # how long a cancelled evaluation may take to report back
 # A callback id mini-racer has no registration for: it drops the value on the event loop.
 _UNANSWERED = 2 ** 62
+_UNCONVERTED = object()
 
 
 class IsolateStuck(Exception):
     """The isolate's thread did not come back from a cancelled evaluation: it cannot be reused."""
+
+
+class Early:
+    """How a result may be answered on the isolate's thread: `answer_for(value)` gives the bytes
+    to send (or None to leave the value to the waiting thread), `send` sends them, and `fd` is
+    where the reply to that answer will arrive (what wakes the waiting thread instead)."""
+
+    def __init__(self, answer_for: Callable[[object], bytes | None], send: Callable[[bytes], None], fd: int):
+        self.answer_for, self.send, self.fd = answer_for, send, fd
+
+
+class _Results:
+    """Stands in for mini-racer's results queue (it calls put() on the isolate's thread and, for
+    its own synchronous calls, get() on the loop's). A pipe byte wakes the waiting thread, unless
+    `early` answered the value on the isolate's thread, in which case nobody is woken."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+        self.items: deque = deque()   # [value handle, converted value or _UNCONVERTED, answered early]
+        self.early: Early | None = None
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._poller = select.poll()
+        self._poller.register(self._wake_r, select.POLLIN)
+
+    def put(self, handle) -> None:   # the isolate's thread
+        early = self.early
+        if early is not None:
+            try:
+                value = self._ctx._value_handle_to_python(handle)
+            except Exception:   # noqa: BLE001 - JS errors are raised to the waiting thread instead
+                value = _UNCONVERTED
+            answer = None if value is _UNCONVERTED else early.answer_for(value)
+            if answer is not None:
+                # Queued before it is sent: once the parent has it, the item is surely here.
+                item = [handle, value, True]   # the handle is kept: handles are freed off this thread
+                self.items.append(item)
+                try:
+                    early.send(answer)
+                    return
+                except OSError:
+                    item[2] = False   # the waiting thread answers (or finds the parent gone)
+            else:
+                self.items.append([handle, value, False])
+        else:
+            self.items.append([handle, _UNCONVERTED, False])
+        os.write(self._wake_w, b".")
+
+    def get(self, block: bool = True, timeout: float | None = None):   # mini-racer's own use
+        return self.next(timeout if block else 0)[0]
+
+    def next(self, timeout: float | None, also_fd: int | None = None):
+        """The oldest item; raises queue.Empty after `timeout`. Input on `also_fd` (the parent's
+        socket) means a value taken early has been answered, so the item is surely there."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if also_fd is not None:
+            self._poller.register(also_fd, select.POLLIN)
+        try:
+            while not self.items:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic()) * 1000
+                events = self._poller.poll(remaining)
+                if not events and not self.items:
+                    raise queue.Empty
+                for fd, _ in events:
+                    if fd == self._wake_r:
+                        self._drain()
+                    elif fd == also_fd and not self.items:
+                        self._poller.unregister(also_fd)   # the parent hung up or wrote early
+                        also_fd = None
+            return self.items.popleft()
+        finally:
+            if also_fd is not None:
+                self._poller.unregister(also_fd)
+
+    def close(self) -> None:
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _drain(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
 
 
 class EvalQueue:
@@ -33,27 +124,43 @@ class EvalQueue:
 
     def __init__(self, mr: MiniRacer):
         self._ctx = mr._ctx
-        self._results: queue.Queue = self._ctx._non_cancelable_mr_task_results_queue
+        self._results = _Results(self._ctx)
+        object.__setattr__(self._ctx, "_non_cancelable_mr_task_results_queue", self._results)
         self._outstanding: deque = deque()   # (task id, code handle kept alive until answered)
         self._unanswered: list = []          # the same, for evaluations whose value is dropped
 
-    def post(self, code: str, answered: bool = True) -> None:
+    def post(self, code: str, answered: bool = True, early: Early | None = None) -> None:
+        """Queue `code` on the isolate's thread. With `early`, its value is offered to `early` on
+        that thread as soon as it exists (see take)."""
+        if early is not None:
+            self._results.early = early
         handle = self._ctx._python_to_value_handle(code)
         task_id = self._ctx._dll.mr_eval(self._ctx._ctx, handle.raw, 0 if answered else _UNANSWERED)
         (self._outstanding if answered else self._unanswered).append((task_id, handle))
 
-    def take(self, timeout: float):
-        """The oldest outstanding evaluation's value. JS errors raise as mini-racer raises them;
-        past `timeout` every outstanding evaluation is cancelled and asyncio.TimeoutError raised."""
+    def take(self, timeout: float) -> tuple[object, bool]:
+        """The oldest outstanding evaluation's value, and whether an `early` given to post()
+        already answered it on the isolate's thread (this thread then sleeps on until `early.fd`
+        has input, or the timeout). JS errors raise as mini-racer raises them; past `timeout`
+        every outstanding evaluation is cancelled and asyncio.TimeoutError raised."""
+        early = self._results.early
         try:
-            raw = self._results.get(timeout=timeout)
+            handle, value, taken_early = self._results.next(timeout, early.fd if early else None)
         except queue.Empty:
+            self._results.early = None
             self._cancel_all()
             raise asyncio.TimeoutError from None
+        finally:
+            self._results.early = None
         self._outstanding.popleft()
         if not self._outstanding:
             self._unanswered.clear()   # the isolate runs tasks in order: those before are done too
-        return self._ctx._value_handle_to_python(raw)
+        if value is _UNCONVERTED:
+            value = self._ctx._value_handle_to_python(handle)
+        return value, taken_early
+
+    def close(self) -> None:
+        self._results.close()
 
     def _cancel_all(self) -> None:
         for task_id, _ in self._unanswered + list(self._outstanding):
@@ -61,7 +168,7 @@ class EvalQueue:
         self._unanswered.clear()
         while self._outstanding:
             try:
-                self._results.get(timeout=CANCEL_GRACE_SECONDS)
+                self._results.next(CANCEL_GRACE_SECONDS)
             except queue.Empty:
                 raise IsolateStuck() from None
             self._outstanding.popleft()
