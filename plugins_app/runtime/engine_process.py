@@ -288,6 +288,8 @@ class Engine:
             status, raw = wire.loads(raw), None
             if "missing" in status:
                 return status
+            if status.get("idle"):   # the start itself threw: a harness fault, not a plugin's
+                raise Fatal("crashed", offset + last_index)
             if status.get("done"):
                 if "cancellation" in status and status["cancellation"]:
                     status["cancellation"]["index"] += offset

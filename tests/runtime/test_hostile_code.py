@@ -2,6 +2,10 @@
 
 import time
 
+import pytest
+
+from plugins_app.runtime.pool import EngineCrashed
+
 from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
 
 REDACT = "globalThis.middleware.userMessageInbound = async (c) => c.text.replace(/secret/g, '[x]');"
@@ -137,3 +141,15 @@ def test_a_host_call_left_unawaited_is_never_served_by_a_later_chain(make_handle
         chain("systemPrompt", [fire], dict(PROMPT_CONTEXT, systemPrompt=f"run{i}"), account="stray",
               host=host_for(f"run{i}"))
     assert all(url == f"https://example.test/{label}" for label, url in served), served
+
+
+def test_a_chain_start_that_throws_is_reported_as_a_crashed_engine(pool):
+    # Not reachable from plugin code (handlers' own throws are caught per handler): a malformed
+    # request makes the harness's start throw, and the engine must say so rather than hang.
+    with pool.engine_for("malformed-start") as engine:
+        with pytest.raises(EngineCrashed) as crash:
+            engine.request({"op": "run", "account": "malformed-start", "hook": "systemPrompt", "context": {},
+                            "budgetMs": 5000, "host": {"session": None, "workspace": False, "ssh": False},
+                            "handlers": "not a list"})
+        assert crash.value.kind == "crashed"
+        assert engine.request({"op": "ping"})["pong"] is True   # replaced on the next request
