@@ -56,26 +56,25 @@ class _Results:
         self._poller.register(self._wake_r, select.POLLIN)
 
     def put(self, handle) -> None:   # the isolate's thread
+        item = [handle, _UNCONVERTED, False]   # the handle is kept: handles are freed off this thread
         early = self.early
         if early is not None:
             try:
-                value = self._ctx._value_handle_to_python(handle)
+                item[1] = self._ctx._value_handle_to_python(handle)
             except Exception:   # noqa: BLE001 - JS errors are raised to the waiting thread instead
-                value = _UNCONVERTED
-            answer = None if value is _UNCONVERTED else early.answer_for(value)
+                pass
+            answer = None if item[1] is _UNCONVERTED else early.answer_for(item[1])
             if answer is not None:
-                # Queued before it is sent: once the parent has it, the item is surely here.
-                item = [handle, value, True]   # the handle is kept: handles are freed off this thread
-                self.items.append(item)
+                item[2] = True
+                self.items.append(item)   # queued before it is sent: once the parent has it, it is here
                 try:
                     early.send(answer)
                     return
                 except OSError:
                     item[2] = False   # the waiting thread answers (or finds the parent gone)
-            else:
-                self.items.append([handle, value, False])
-        else:
-            self.items.append([handle, _UNCONVERTED, False])
+                os.write(self._wake_w, b".")
+                return
+        self.items.append(item)
         os.write(self._wake_w, b".")
 
     def get(self, block: bool = True, timeout: float | None = None):   # mini-racer's own use

@@ -5,9 +5,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-import time
 from collections import defaultdict
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, transaction
@@ -27,7 +25,6 @@ class Meter:
         self._pending: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._day, self._day_ends = None, 0.0
 
     @property
     def interval(self) -> float:
@@ -37,7 +34,7 @@ class Meter:
         """One chain's handler runs: (plugin slug, ms) each."""
         if not runs:
             return
-        day = self._today()
+        day = timezone.localdate()
         with self._lock:
             for plugin_slug, duration_ms in runs:
                 row = self._pending[(account_id, plugin_slug, hook, day)]
@@ -47,16 +44,6 @@ class Meter:
             self.flush()
         else:
             self._ensure_thread()
-
-    def _today(self):
-        # localdate() converts time zones on every call; the day changes only at local midnight.
-        now = time.time()
-        if now >= self._day_ends:
-            local = timezone.localtime()
-            self._day = local.date()
-            midnight = (local + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-            self._day_ends = min(midnight.timestamp(), now + 3600)   # DST and clock changes: recheck hourly
-        return self._day
 
     def flush(self) -> int:
         with self._lock:
