@@ -7,7 +7,7 @@ VENV_STAMP := $(VENV)/.requirements-installed
 JS_DIR := plugins_app/runtime/js
 JS_STAMP := $(JS_DIR)/node_modules/.lock-installed
 
-.PHONY: venv js install migrate demo run test bench
+.PHONY: venv js install migrate demo run test bench bench-load
 
 venv: $(VENV_STAMP)
 
@@ -38,5 +38,10 @@ run: install migrate demo
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+# LOAD_ARGS passes options to bench/load.py, e.g. LOAD_ARGS="--phase-seconds 10 --accounts 300".
 bench: install
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/load.py $(LOAD_ARGS)
+
+bench-load: install
+	$(BIN)/python bench/load.py $(LOAD_ARGS)
