@@ -186,6 +186,10 @@ HUB_NOTIFY_RECLAIM_SECONDS = int(env("HUB_NOTIFY_RECLAIM_SECONDS", 3600))
 # Platform deliveries (missions, timers) retry with exponential backoff: 1 s, 2 s, 4 s ... capped.
 HUB_DELIVERY_MAX_RETRIES = int(env("HUB_DELIVERY_MAX_RETRIES", 8))
 HUB_DELIVERY_BACKOFF_MAX_SECONDS = int(env("HUB_DELIVERY_BACKOFF_MAX_SECONDS", 300))
+# The platform bridge (plugins_app.services.platform) connects only to these: host names
+# (".example.com" also matches subdomains), addresses and CIDR networks. Empty allows none; a
+# development server (DEBUG) allows loopback unless the variable is set.
+HUB_PLATFORM_ALLOWED_HOSTS = env_list("HUB_PLATFORM_ALLOWED_HOSTS", ["127.0.0.0/8", "::1"] if DEBUG else [])
 
 # Hook engine (plugins_app.runtime).
 HOOK_ENGINE_PROCESSES = int(env("HOOK_ENGINE_PROCESSES", 2))

@@ -36,7 +36,7 @@ class PlatformConfigForm(forms.ModelForm):
     def clean_signing_secret(self):
         secret = self.cleaned_data.get("signing_secret") or ""
         if not secret and self.instance.pk:
-            return self.instance.signing_secret   # empty keeps the stored one
+            secret = self.instance.signing_secret   # empty keeps the stored one
         try:
             return platform.check_secret(secret)
         except InvalidInput as exc:

@@ -288,7 +288,7 @@ def dispatch(run_id: int) -> CronRun | None:
 
 
 def dispatch_failed(run_id: int, reason: str) -> None:
-    if _finish(run_id, Status.DISPATCHING, Status.DISPATCH_FAILED, reason=f"the platform refused: {reason}"[:500]):
+    if _finish(run_id, Status.DISPATCHING, Status.DISPATCH_FAILED, reason=f"not dispatched: {reason}"[:500]):
         logger.warning("cron run %s could not be dispatched: %s", run_id, reason)
 
 

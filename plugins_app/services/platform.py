@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import http.client
@@ -10,10 +11,14 @@ import logging
 import time
 from urllib.parse import urlsplit
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from plugins_app.errors import InvalidInput, PlatformError
 from plugins_app.models import PlatformConfig
+
+from . import ssrf
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +28,10 @@ MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_SECRET_CHARS = 200
 # Statuses worth another attempt: the platform may be restarting or shedding load.
 RETRYABLE_STATUSES = {408, 425, 429, 500, 502, 503, 504}
+# All a plugin or an API caller learns of a failed call: the detail (status, refused or closed
+# port) would make the bridge a port scanner, so it goes to the server log only.
+UNREACHABLE = "the platform could not be reached"
+NOT_ALLOWED = "this host is not one the operator allows for the platform (HUB_PLATFORM_ALLOWED_HOSTS)"
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -81,13 +90,47 @@ def check_base_url(value) -> str:
         raise InvalidInput("baseUrl", "expected an http:// or https:// URL of at most 500 characters")
     if parts.query or parts.fragment:
         raise InvalidInput("baseUrl", "a base URL takes no query or fragment")
+    if parts.username or parts.password:
+        raise InvalidInput("baseUrl", "a base URL takes no credentials")
+    try:
+        if not allowed_hosts().allows_name(parts.hostname):
+            checked_addresses(parts.hostname, _port(parts))
+    except ssrf.Refused as exc:
+        logger.warning("platform base URL refused: %s", exc)
+        raise InvalidInput("baseUrl", NOT_ALLOWED) from None
     return value
 
 
 def check_secret(value) -> str:
     if not isinstance(value, str) or len(value) > MAX_SECRET_CHARS:
         raise InvalidInput("signingSecret", f"expected a string of at most {MAX_SECRET_CHARS} characters")
+    if not value:
+        raise InvalidInput("signingSecret", "a signing secret is required: the hub sends nothing unsigned")
     return value
+
+
+def allowed_hosts() -> ssrf.AllowList:
+    """The operator's HUB_PLATFORM_ALLOWED_HOSTS (a list, or one comma-separated string)."""
+    value = settings.HUB_PLATFORM_ALLOWED_HOSTS
+    entries = value.split(",") if isinstance(value, str) else value
+    try:
+        return _allow_list(tuple(entries))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"HUB_PLATFORM_ALLOWED_HOSTS: {exc}") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _allow_list(entries: tuple[str, ...]) -> ssrf.AllowList:
+    return ssrf.AllowList(entries)
+
+
+def checked_addresses(host: str, port: int) -> list[ssrf.IPAddress]:
+    """Resolve the platform's host once; every address must be allowed. Raises ssrf.Refused."""
+    return ssrf.allowed_addresses(host, port, allowed_hosts())
+
+
+def _port(parts) -> int:
+    return parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def call(account, path: str, payload, *, timeout: float = 10) -> dict:
@@ -96,26 +139,32 @@ def call(account, path: str, payload, *, timeout: float = 10) -> dict:
     if config is None:
         raise PlatformError("the platform bridge is not configured for this account "
                             "(PUT /api/v1/platform)", retryable=False)
+    if not config.signing_secret:
+        raise PlatformError("the platform bridge has no signing secret, and the hub sends nothing unsigned "
+                            "(PUT /api/v1/platform with a signingSecret)", retryable=False)
     url = config.base_url.rstrip("/") + path
     body = json.dumps(payload, separators=(",", ":")).encode()
     timestamp = str(int(time.time()))
     headers = {"Content-Type": "application/json", "Accept": "application/json",
-               "User-Agent": "middleware-hub", TIMESTAMP_HEADER: timestamp}
-    if config.signing_secret:
-        headers[SIGNATURE_HEADER] = sign(config.signing_secret, timestamp, body)
+               "User-Agent": "middleware-hub", TIMESTAMP_HEADER: timestamp,
+               SIGNATURE_HEADER: sign(config.signing_secret, timestamp, body)}
     status, raw = _post(url, body, headers, timeout)
     if not 200 <= status < 300:
-        raise PlatformError(f"the platform answered {path} with HTTP {status}",
-                            retryable=status in RETRYABLE_STATUSES)
+        raise _unreachable(url, f"HTTP {status}", retryable=status in RETRYABLE_STATUSES)
     if not raw.strip():
         return {}
     try:
         answer = json.loads(raw)
     except ValueError:
-        raise PlatformError(f"the platform's answer to {path} is not JSON", retryable=False) from None
+        raise _unreachable(url, "an answer that is not JSON", retryable=False) from None
     if not isinstance(answer, dict):
-        raise PlatformError(f"the platform's answer to {path} is not a JSON object", retryable=False)
+        raise _unreachable(url, "an answer that is not a JSON object", retryable=False)
     return answer
+
+
+def _unreachable(url: str, detail: str, *, retryable: bool = True) -> PlatformError:
+    logger.warning("platform call to %s failed: %s", url, detail)
+    return PlatformError(UNREACHABLE, retryable=retryable)
 
 
 def deliver(account, path: str, payload, *, attempts: int = 4, backoff: float = 0.5,
@@ -133,21 +182,28 @@ def deliver(account, path: str, payload, *, attempts: int = 4, backoff: float = 
 
 
 def _post(url: str, body: bytes, headers: dict, timeout: float) -> tuple[int, bytes]:
+    """POST to the platform, connecting only to an address the allow list accepts right now
+    (checked again on every call, so a stored URL whose name was rebound goes nowhere)."""
     parts = urlsplit(url)
-    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    target = parts.path or "/"
-    if parts.query:
-        target += "?" + parts.query
-    conn = cls(parts.hostname, parts.port, timeout=timeout)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        addresses = checked_addresses(parts.hostname, _port(parts))
+    except ssrf.Refused as exc:
+        # A name that does not resolve may only be a DNS hiccup; a refused address stays refused.
+        raise _unreachable(url, f"refused: {exc}", retryable=isinstance(exc, ssrf.Unresolved)) from None
+    deadline = time.monotonic() + timeout
+    try:
+        conn = ssrf.connect_pinned(parts.scheme, parts.hostname, _port(parts), addresses, deadline)
+    except OSError as exc:
+        raise _unreachable(url, f"{type(exc).__name__}: {exc}") from None
     try:
         conn.request("POST", target, body=body, headers=headers)
         response = conn.getresponse()
         raw = response.read(MAX_RESPONSE_BYTES + 1)
     except (OSError, http.client.HTTPException) as exc:
-        raise PlatformError(f"the platform at {parts.scheme}://{parts.netloc} is unreachable: "
-                            f"{exc.__class__.__name__}: {exc}") from None
+        raise _unreachable(url, f"{type(exc).__name__}: {exc}") from None
     finally:
         conn.close()
     if len(raw) > MAX_RESPONSE_BYTES:
-        raise PlatformError("the platform's answer is over 8 MiB", retryable=False)
+        raise _unreachable(url, "an answer over 8 MiB", retryable=False)
     return response.status, raw

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from plugins_app import tasks
-from plugins_app.models import CancelLog, CronJob, CronRun, UsageDaily
+from plugins_app.models import CancelLog, CronJob, CronRun, PlatformConfig, UsageDaily
 from plugins_app.services import cron
 
 from .scheduling_support import COMPLETED_COUNTER, FIRING_REWRITE, eager, platform  # noqa: F401  (fixtures)
@@ -213,7 +213,7 @@ def test_dispatch_gives_up_after_its_retries_and_frees_the_job(job, platform, ea
         run = cron.fire_slot(job.pk, trigger_key="k1")
     run.refresh_from_db()
     assert run.status == "dispatch_failed"
-    assert "HTTP 503" in run.reason
+    assert run.reason == "not dispatched: the platform could not be reached"
     assert len(platform.calls) == 3
     with django_capture_on_commit_callbacks(execute=True):
         assert cron.fire_slot(job.pk, trigger_key="k2").status == "dispatching"
@@ -226,6 +226,15 @@ def test_an_unconfigured_platform_fails_the_dispatch_at_once(job, eager, django_
     run.refresh_from_db()
     assert run.status == "dispatch_failed"
     assert "not configured" in run.reason
+
+
+def test_a_mission_is_never_dispatched_unsigned(job, platform, eager, django_capture_on_commit_callbacks):
+    PlatformConfig.objects.filter(account=job.account).update(signing_secret="")   # saved before secrets were required
+    with django_capture_on_commit_callbacks(execute=True):
+        run = cron.fire_slot(job.pk, trigger_key="k1")
+    run.refresh_from_db()
+    assert run.status == "dispatch_failed" and "no signing secret" in run.reason
+    assert platform.calls == []
 
 
 def test_a_run_never_closed_expires_instead_of_blocking_the_job(job, settings):

@@ -23,7 +23,7 @@ def admin_client(client, account):
 
 def test_the_platform_secret_is_write_only(admin_client, account):
     add = admin_client.post(reverse("admin:plugins_app_platformconfig_add"),
-                            {"account": account.pk, "base_url": "https://platform.example", "signing_secret": SECRET})
+                            {"account": account.pk, "base_url": "https://127.0.0.1/hub", "signing_secret": SECRET})
     assert add.status_code == 302, add.content.decode()[:2000]
     config = PlatformConfig.objects.get(account=account)
     assert config.signing_secret == SECRET
@@ -31,17 +31,29 @@ def test_the_platform_secret_is_write_only(admin_client, account):
     assert SECRET not in page
     # Saving with the secret left empty keeps it.
     change = admin_client.post(reverse("admin:plugins_app_platformconfig_change", args=[config.pk]),
-                               {"base_url": "https://other.example", "signing_secret": ""})
+                               {"base_url": "https://127.0.0.1/other", "signing_secret": ""})
     assert change.status_code == 302
     config.refresh_from_db()
-    assert (config.base_url, config.signing_secret) == ("https://other.example", SECRET)
+    assert (config.base_url, config.signing_secret) == ("https://127.0.0.1/other", SECRET)
 
 
 def test_a_bad_base_url_is_a_form_error(admin_client, account):
     response = admin_client.post(reverse("admin:plugins_app_platformconfig_add"),
-                                 {"account": account.pk, "base_url": "ftp://x.example", "signing_secret": "s"})
+                                 {"account": account.pk, "base_url": "ftp://127.0.0.1", "signing_secret": "s"})
     assert response.status_code == 200
     assert "http:// or https://" in response.content.decode()
+    assert not PlatformConfig.objects.exists()
+
+
+def test_the_admin_form_refuses_a_host_outside_the_allow_list_and_a_missing_secret(admin_client, account, settings):
+    settings.HUB_PLATFORM_ALLOWED_HOSTS = ["10.0.0.0/8"]
+    page = admin_client.post(reverse("admin:plugins_app_platformconfig_add"),
+                             {"account": account.pk, "base_url": "http://127.0.0.1:9/hub", "signing_secret": "s"})
+    assert "HUB_PLATFORM_ALLOWED_HOSTS" in page.content.decode()
+    settings.HUB_PLATFORM_ALLOWED_HOSTS = ["127.0.0.1"]
+    page = admin_client.post(reverse("admin:plugins_app_platformconfig_add"),
+                             {"account": account.pk, "base_url": "http://127.0.0.1:9/hub", "signing_secret": ""})
+    assert "a signing secret is required" in page.content.decode()
     assert not PlatformConfig.objects.exists()
 
 

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from plugins_app import tasks
-from plugins_app.models import CancelLog, Notification, UsageDaily
+from plugins_app.models import CancelLog, Notification, PlatformConfig, UsageDaily
 from plugins_app.services import notifications
 
 from .scheduling_support import eager, platform  # noqa: F401  (fixtures)
@@ -89,8 +89,17 @@ def test_delivery_gives_up_after_its_retries(account, platform, eager, monkeypat
     note = schedule(account)
     tasks.deliver_notification.apply(args=[note.pk])
     note.refresh_from_db()
-    assert note.status == "failed" and "HTTP 503" in note.last_error
+    assert (note.status, note.last_error) == ("failed", "the platform could not be reached")
     assert len(platform.calls) == 2
+
+
+def test_a_timer_is_never_delivered_unsigned(account, platform, eager):
+    PlatformConfig.objects.filter(account=account).update(signing_secret="")   # saved before secrets were required
+    note = schedule(account)
+    tasks.deliver_notification.apply(args=[note.pk])
+    note.refresh_from_db()
+    assert note.status == "failed" and "no signing secret" in note.last_error
+    assert platform.calls == []
 
 
 def test_a_refusal_that_will_not_change_is_not_retried(account, platform, eager):
@@ -98,7 +107,7 @@ def test_a_refusal_that_will_not_change_is_not_retried(account, platform, eager)
     note = schedule(account)
     tasks.deliver_notification.apply(args=[note.pk])
     note.refresh_from_db()
-    assert note.status == "failed" and "HTTP 400" in note.last_error
+    assert (note.status, note.last_error) == ("failed", "the platform could not be reached")
     assert len(platform.calls) == 1
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import socket
 import ssl
 import time
 from urllib.parse import urlsplit
@@ -20,25 +19,6 @@ MAX_URL_CHARS = 8192
 CHUNK = 64 * 1024
 # Set by the hub from the address it checked; a plugin may not override them.
 RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
-
-
-class _PinnedMixin:
-    """Connects to an address the SSRF guard checked, while speaking to (and verifying) the name."""
-
-    address: str
-
-    def _open_socket(self):
-        return socket.create_connection((self.address, self.port), self.timeout)
-
-
-class _PinnedHTTP(_PinnedMixin, http.client.HTTPConnection):
-    def connect(self):
-        self.sock = self._open_socket()
-
-
-class _PinnedHTTPS(_PinnedMixin, http.client.HTTPSConnection):
-    def connect(self):
-        self.sock = self._context.wrap_socket(self._open_socket(), server_hostname=self.host)
 
 
 def _request_parts(args: list) -> tuple[str, str, dict, bytes | None]:
@@ -73,24 +53,6 @@ def _request_parts(args: list) -> tuple[str, str, dict, bytes | None]:
         if len(body) > MAX_REQUEST_BODY:
             raise HostError("host.fetch: the request body is over 1 MiB")
     return url, method.upper(), clean, body
-
-
-def _connect(cls, addresses, hostname: str, port: int, deadline: float):
-    last_error: Exception | None = None
-    for ip in addresses:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        kwargs = {"context": ssl.create_default_context()} if cls is _PinnedHTTPS else {}
-        conn = cls(hostname, port, timeout=remaining, **kwargs)
-        conn.address = str(ip)
-        try:
-            conn.connect()
-            return conn
-        except OSError as exc:
-            conn.close()
-            last_error = exc
-    raise HostError(f"host.fetch: could not connect to {hostname}:{port}: {last_error or 'timed out'}")
 
 
 def _read_body(response, deadline: float, limit: int, sock) -> bytes:
@@ -139,8 +101,11 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
     except ssrf.Refused as exc:
         raise HostError(f"host.fetch refused: {exc}") from None
     deadline = time.monotonic() + min(settings.HUB_FETCH_TIMEOUT_SECONDS, 5.0)
-    cls = _PinnedHTTPS if parts.scheme == "https" else _PinnedHTTP
-    conn = _connect(cls, addresses, parts.hostname, port, deadline)
+    context = ssl.create_default_context() if parts.scheme == "https" else None
+    try:
+        conn = ssrf.connect_pinned(parts.scheme, parts.hostname, port, addresses, deadline, context)
+    except OSError as exc:
+        raise HostError(f"host.fetch: could not connect to {parts.hostname}:{port}: {exc}") from None
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     sock = conn.sock   # kept: http.client drops conn.sock when the server closes after the response
     try:
