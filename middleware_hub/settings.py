@@ -196,6 +196,12 @@ HOOK_ENGINE_PROCESSES = int(env("HOOK_ENGINE_PROCESSES", 2))
 HOOK_ISOLATE_MEMORY_MB = int(env("HOOK_ISOLATE_MEMORY_MB", 128))
 # Usage metering is buffered and written every N seconds (0 writes on every call).
 HUB_METERING_FLUSH_SECONDS = float(env("HUB_METERING_FLUSH_SECONDS", 2))
+# An installation that times out, wedges or runs out of memory this many times within the window is
+# skipped for the cool-down; any such misbehaviour also moves it to the slow lane for a while.
+HUB_QUARANTINE_STRIKES = int(env("HUB_QUARANTINE_STRIKES", 3))
+HUB_QUARANTINE_WINDOW_SECONDS = int(env("HUB_QUARANTINE_WINDOW_SECONDS", 600))
+HUB_QUARANTINE_SECONDS = int(env("HUB_QUARANTINE_SECONDS", 600))
+HUB_SLOW_LANE_SECONDS = int(env("HUB_SLOW_LANE_SECONDS", 600))
 
 # SSH (plugins_app.services.ssh). Private keys are encrypted with a key derived from
 # HUB_SSH_KEY_SECRET, or from SECRET_KEY when that is empty.

@@ -5,16 +5,17 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
-from django.http import HttpResponseRedirect
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from plugins_app.errors import CompileFailed, Conflict, HubError, InvalidInput
 from plugins_app.models import ChainEntry, Installation, Plugin
 from plugins_app.runtime.hooks import HOOKS
-from plugins_app.services import admin_ops, plugins
+from plugins_app.services import admin_ops, plugins, quarantine
 
 from .catalog import catalog_page, schema_rows
 from .forms import InstallationChangeForm, InstallForm
@@ -49,6 +50,24 @@ class KindFilter(admin.SimpleListFilter):
 
 class InstallationKindFilter(KindFilter):
     path = "plugin__account"
+
+
+class QuarantineFilter(admin.SimpleListFilter):
+    """Installations skipped for a cool-down now, or running in the slow lane now."""
+
+    title = "quarantine"
+    parameter_name = "quarantine"
+
+    def lookups(self, request, model_admin):
+        return [("quarantined", "quarantined now"), ("slow_lane", "in the slow lane")]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        if self.value() == "quarantined":
+            return queryset.filter(quarantined_until__gt=now)
+        if self.value() == "slow_lane":
+            return queryset.filter(slow_lane_until__gt=now)
+        return queryset
 
 
 @admin.register(Plugin)
@@ -109,16 +128,17 @@ class PluginAdmin(AccountScopedAdmin):
 class InstallationAdmin(AccountScopedAdmin):
     auditor_visible = False
     form = InstallationChangeForm
-    list_display = ["plugin_name", "account", "enabled", "kind", "hook_list", "granted_list"]
+    list_display = ["plugin_name", "account", "enabled", "lane_status", "kind", "hook_list", "granted_list"]
     list_display_links = ["plugin_name"]
-    list_filter = ["enabled", InstallationKindFilter, "account"]
+    list_filter = ["enabled", QuarantineFilter, InstallationKindFilter, "account"]
     list_select_related = ["plugin", "account"]
     search_fields = ["plugin__name", "plugin__slug"]
-    actions = ["enable_selected", "disable_selected"]
-    readonly_fields = ["account", "plugin_link", "hook_list", "asked_list", "chain_places", "settings_taken",
-                       "source_code", "created_at", "updated_at"]
+    actions = ["enable_selected", "disable_selected", "release_selected"]
+    readonly_fields = ["account", "plugin_link", "quarantine_status", "hook_list", "asked_list", "chain_places",
+                       "settings_taken", "source_code", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["account", "plugin_link", "enabled"]}),
+        ("Quarantine", {"fields": ["quarantine_status"]}),
         ("What it does", {"fields": ["hook_list", "chain_places", "asked_list"]}),
         ("What it may do", {"fields": ["granted_permissions", "settings_taken", "settings"]}),
         ("Source", {"fields": ["source_code"], "classes": ["collapse"]}),
@@ -129,6 +149,8 @@ class InstallationAdmin(AccountScopedAdmin):
         info = self.opts.app_label, self.opts.model_name
         return [
             path("catalog/", self.admin_site.admin_view(self.catalog_view), name="%s_%s_catalog" % info),
+            path("<path:object_id>/release/", self.admin_site.admin_view(self.release_view),
+                 name="%s_%s_release" % info),
             *super().get_urls(),
         ]
 
@@ -209,6 +231,52 @@ class InstallationAdmin(AccountScopedAdmin):
         for installation in queryset.select_related("account"):
             plugins.uninstall(installation.account, installation.pk)
 
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id)
+        if self._may_release(request, obj) and self._is_held(obj):
+            extra_context = {"release_url": reverse("admin:plugins_app_installation_release", args=[obj.pk]),
+                             **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def release_view(self, request, object_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        installation = self.get_object(request, object_id)
+        if not self._may_release(request, installation):
+            raise PermissionDenied
+        self._release(request, installation)
+        return HttpResponseRedirect(reverse("admin:plugins_app_installation_change", args=[installation.pk]))
+
+    @admin.action(description="Release selected installations from quarantine and the slow lane now",
+                  permissions=["change"])
+    def release_selected(self, request, queryset):
+        released = refused = 0
+        for installation in queryset.select_related("account", "plugin"):
+            # Checked per installation: the selection may span accounts the user does not administer.
+            if not self._may_release(request, installation):
+                refused += 1
+                continue
+            self._release(request, installation, quietly=True)
+            released += 1
+        if refused:
+            self.message_user(request, f"Refused {refused} installation(s): only an admin of their account may "
+                                       "release them.", messages.ERROR)
+        self.message_user(request, f"Released {released} installation(s).", messages.SUCCESS)
+
+    def _may_release(self, request, installation) -> bool:
+        return installation is not None and self.has_change_permission(request, installation)
+
+    @staticmethod
+    def _is_held(installation) -> bool:
+        return quarantine.is_quarantined(installation) or quarantine.in_slow_lane(installation)
+
+    def _release(self, request, installation, quietly=False):
+        quarantine.release(installation.account, installation.pk)
+        self.log_change(request, installation, "Released from quarantine and the slow lane.")
+        if not quietly:
+            self.message_user(request, f"Released {installation.plugin.name}: it runs again on the next call.",
+                              messages.SUCCESS)
+
     @admin.action(description="Enable selected installations", permissions=["change"])
     def enable_selected(self, request, queryset):
         self._set_enabled(request, queryset, True)
@@ -236,6 +304,17 @@ class InstallationAdmin(AccountScopedAdmin):
     @admin.display(description="plugin", ordering="plugin__name")
     def plugin_name(self, obj):
         return obj.plugin.name
+
+    @admin.display(description="quarantine")
+    def lane_status(self, obj):
+        if quarantine.is_quarantined(obj):
+            return "Quarantined"
+        return "Slow lane" if quarantine.in_slow_lane(obj) else "—"
+
+    @admin.display(description="status")
+    def quarantine_status(self, obj):
+        return render_to_string("admin/plugins_app/installation/quarantine_status.html",
+                                {"status": quarantine.status(obj), "installation": obj})
 
     @admin.display(description="kind")
     def kind(self, obj):

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Installation, UsageDaily
 from plugins_app.runtime.chain import ChainResult
+from plugins_app.services import quarantine
 
 
 @extend_schema_field(OpenApiTypes.STR)
@@ -67,6 +68,15 @@ class InstallRequestSerializer(serializers.Serializer):
         return attrs
 
 
+class QuarantineStatusSerializer(serializers.Serializer):
+    quarantined = serializers.BooleanField(help_text="skipped without running until `until`")
+    until = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+    strikes = serializers.IntegerField(help_text="timeouts, wedges and memory overruns within the window")
+    slowLane = serializers.BooleanField(help_text="runs in the lower-priority lane until `slowLaneUntil`")
+    slowLaneUntil = serializers.DateTimeField(allow_null=True)
+
+
 class InstallationSerializer(serializers.ModelSerializer):
     id = StrIdField(source="pk")
     installationId = StrIdField(source="pk")
@@ -82,12 +92,17 @@ class InstallationSerializer(serializers.ModelSerializer):
     permissions = serializers.JSONField(source="plugin.permissions")
     granted = serializers.JSONField(source="granted_permissions")
     createdAt = serializers.DateTimeField(source="created_at")
+    quarantine = serializers.SerializerMethodField()
 
     class Meta:
         model = Installation
         fields = ["id", "installationId", "pluginId", "plugin", "name", "description", "language",
                   "version", "official", "enabled", "hooks", "hostMembers", "permissions", "granted",
-                  "settings", "createdAt"]
+                  "settings", "createdAt", "quarantine"]
+
+    @extend_schema_field(QuarantineStatusSerializer)
+    def get_quarantine(self, installation) -> dict:
+        return quarantine.status(installation)
 
 
 class ChainEntrySerializer(serializers.ModelSerializer):

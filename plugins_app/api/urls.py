@@ -11,6 +11,7 @@ urlpatterns = [
     path("plugins", views.PluginListView.as_view(), name="plugin-list"),
     path("plugins/<str:installation_id>", views.PluginDetailView.as_view(), name="plugin-detail"),
     path("plugins/<str:installation_id>/grant", views.PluginGrantView.as_view(), name="plugin-grant"),
+    path("plugins/<str:installation_id>/release", views.PluginReleaseView.as_view(), name="plugin-release"),
     path("plugins/<str:installation_id>/settings", catalog_views.PluginSettingsView.as_view(),
          name="plugin-settings"),
     path("catalog", catalog_views.CatalogView.as_view(), name="catalog"),

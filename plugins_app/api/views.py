@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from plugins_app.errors import InvalidInput
 from plugins_app.models import Installation
 from plugins_app.runtime.hooks import HOOKS
-from plugins_app.services import catalog, chains, execution, plugins, queries
+from plugins_app.services import catalog, chains, execution, plugins, quarantine, queries
 
 from . import serializers as s
 
@@ -105,6 +105,13 @@ class PluginGrantView(AccountView):
             raise InvalidInput("grant", "send {\"grant\": [permission, ...]}")
         installation = plugins.grant(self.account, installation_id, grant)
         return Response(s.InstallationSerializer(installation).data)
+
+
+class PluginReleaseView(AccountView):
+    @extend_schema(request=None, responses=s.InstallationSerializer,
+                   summary="End an installation's quarantine and slow lane now")
+    def post(self, request, installation_id):
+        return Response(s.InstallationSerializer(quarantine.release(self.account, installation_id)).data)
 
 
 _CHAIN = inline_serializer("Chain", {"hook": drf_serializers.CharField(), "chain": s.ChainEntrySerializer(many=True)})

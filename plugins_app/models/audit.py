@@ -55,6 +55,7 @@ class HandlerWarning(ImmutableModel):
         TIMEOUT = "timeout", "Timeout"
         MALFORMED = "malformed", "Malformed result"
         ENGINE_RESTART = "engine_restart", "Engine restart"
+        QUARANTINED = "quarantined", "Quarantined"
 
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="handler_warnings")
     hook = models.CharField(max_length=40, choices=HOOK_CHOICES, db_index=True)

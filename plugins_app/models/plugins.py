@@ -57,6 +57,15 @@ class Installation(models.Model):
     enabled = models.BooleanField(default=True)
     granted_permissions = models.JSONField(default=list, blank=True)
     settings = models.JSONField(default=dict, blank=True)
+    # Quarantine and slow lane (plugins_app.services.quarantine): both end by time, no job needed.
+    quarantined_until = models.DateTimeField(null=True, blank=True)
+    quarantine_reason = models.CharField(max_length=500, blank=True)
+    quarantine_warned = models.BooleanField(default=False,
+                                            help_text="The warning of this cool-down was written.")
+    strikes = models.JSONField(default=list, blank=True,
+                               help_text="ISO timestamps of recent timeouts, wedges and memory overruns.")
+    slow_lane_until = models.DateTimeField(null=True, blank=True)
+    slow_lane_reason = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
