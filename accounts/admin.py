@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.utils.html import format_html
 
-from plugins_app.admin.scoping import AccountScopedAdmin, is_operator
+from plugins_app.admin.scoping import AccountScopedAdmin, is_operator, per_object_action
 
 from .models import Account, ApiKey, Membership
 
@@ -62,7 +62,7 @@ class ApiKeyAdmin(AccountScopedAdmin):
             ),
         )
 
-    @admin.action(description="Revoke selected keys")
+    @per_object_action("change", description="Revoke selected keys")
     def revoke_selected(self, request, queryset):
         revoked = queryset.revoke()
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)

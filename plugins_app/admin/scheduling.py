@@ -11,7 +11,7 @@ from plugins_app.errors import HubError, InvalidInput
 from plugins_app.models import CronJob, CronRun, Notification
 from plugins_app.services import cron
 
-from .scoping import AccountScopedAdmin, AccountScopedTabularInline, ReadOnlyAccountScopedAdmin
+from .scoping import AccountScopedAdmin, AccountScopedTabularInline, ReadOnlyAccountScopedAdmin, per_object_action
 
 RECENT_RUNS = 20
 # services.cron names fields as the API does; the form's fields are the model's.
@@ -112,7 +112,7 @@ class CronJobAdmin(AccountScopedAdmin):
         super().save_model(request, obj, form, change)
         cron.sync_schedule(obj)
 
-    @admin.action(description="Fire one slot now", permissions=["change"])
+    @per_object_action("change", description="Fire one slot now")
     def run_now(self, request, queryset):
         for job in queryset.select_related("account"):
             try:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from django.contrib import admin
+import functools
+
+from django.contrib import admin, messages
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.http import Http404
 
@@ -69,6 +71,33 @@ def account_id_of(obj, path: str):
         if obj is None:
             return None
     return getattr(obj, f"{last}_id", None)
+
+
+def permitted_rows(modeladmin, request, queryset, permission: str):
+    """The selected rows the user may `permission` ("change", "delete"), each checked against its own
+    account, and how many of the selection were refused."""
+    check = getattr(modeladmin, f"has_{permission}_permission")
+    allowed = [obj.pk for obj in queryset if check(request, obj)]
+    return queryset.filter(pk__in=allowed), queryset.count() - len(allowed)
+
+
+def per_object_action(permission: str = "change", **options):
+    """@admin.action(permissions=[permission], ...) whose function gets only the selected rows the
+    user may `permission` one by one. Django checks an action's permission without an object, and a
+    member who administers one account and audits another sees rows of both in one changelist."""
+    def decorate(func):
+        @functools.wraps(func)
+        def action(modeladmin, request, queryset):
+            rows, refused = permitted_rows(modeladmin, request, queryset, permission)
+            if refused:
+                name = modeladmin.model._meta.verbose_name
+                modeladmin.message_user(request, f"Refused {refused} {name}(s): only an admin of their account "
+                                                 "may do that.", messages.ERROR)
+            if rows.exists():
+                return func(modeladmin, request, rows)
+            return None
+        return admin.action(permissions=[permission], **options)(action)
+    return decorate
 
 
 class ScopedPermissionsMixin:
