@@ -53,7 +53,6 @@ def setup_main() -> None:
     from accounts import services as accounts
     from accounts.models import Account
     from plugins_app.services import plugins
-    from plugins_app.services.engine import get_pool
 
     _memoize_compile(plugins)
     plan, keys = json.load(sys.stdin), {}
@@ -67,8 +66,15 @@ def setup_main() -> None:
                     for plugin_name, source in plan[name].items():
                         plugins.install_plugin(account, name=plugin_name, source=source, language="javascript")
     finally:
-        get_pool().shutdown()
+        _stop_engines()
     print(json.dumps(keys))
+
+
+def _stop_engines() -> None:
+    """A process-owned pool is shut down here; an engine tier started on first use stops at exit by itself."""
+    from plugins_app.services import engine
+    if hasattr(engine, "get_pool"):
+        engine.get_pool().shutdown()
 
 
 def _memoize_compile(plugins) -> None:
