@@ -1,16 +1,45 @@
-"""gunicorn settings read when the hub is served from this directory: one core per worker."""
+"""gunicorn settings read when the hub is served from this directory: threaded workers, one engine tier."""
 
 import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# A request waiting on an engine holds a thread, not a whole worker: a slow or runaway plugin
+# can't occupy the workers every other account needs.
+worker_class = "gthread"
+threads = int(os.environ.get("HUB_WORKER_THREADS", "16"))
+
+_tier = None
 
 
-def post_fork(server, worker):
-    # A sync worker and its hook engines take turns (the worker waits while its engine runs a
-    # chain), so they never need two cores at once. On one core every hand-off between them is a
-    # local wake-up rather than a cross-core one, which is most of an engine round trip's cost.
-    # Engine processes inherit the pin. HUB_PIN_WORKERS=0 leaves scheduling to the kernel.
-    if os.environ.get("HUB_PIN_WORKERS", "1") == "0" or not hasattr(os, "sched_setaffinity"):
+def on_starting(server):
+    """Start the machine's engine tier before any worker: every worker connects to the same
+    engines, so an account's compartments are warm once per machine, not once per worker."""
+    global _tier
+    if os.environ.get("HUB_ENGINE_DIR"):   # the operator runs the tier as a service of its own
         return
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) > 1:
-        os.sched_setaffinity(0, {cpus[worker.age % len(cpus)]})
-        server.log.info("worker %s pinned to cpu %s", worker.pid, cpus[worker.age % len(cpus)])
+    directory = tempfile.mkdtemp(prefix="hub-engines-")
+    engines = os.environ.get("HOOK_ENGINE_PROCESSES", str(len(os.sched_getaffinity(0))))
+    lane = os.environ.get("HOOK_LANE_PROCESSES", "1")
+    _tier = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.supervisor", directory,
+                              "--engines", engines, "--lane", lane], cwd=Path(__file__).resolve().parent)
+    layout = Path(directory) / "tier.json"
+    deadline = time.monotonic() + 30
+    while not layout.exists():
+        if _tier.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the hook engine tier did not start")
+        time.sleep(0.05)
+    os.environ["HUB_ENGINE_DIR"] = directory
+    server.log.info("hook engine tier: %s engines and %s lane engine(s) in %s", engines, lane, directory)
+
+
+def on_exit(server):
+    if _tier is not None and _tier.poll() is None:
+        _tier.terminate()
+        try:
+            _tier.wait(10)
+        except subprocess.TimeoutExpired:
+            _tier.kill()

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .hooks import HookSpec
-from .pool import EngineCrashed, EnginePool
+from .protocol import DEFAULT_BUDGET_MS, CrashKind, Op
+from .tier import EngineDown, Tier
 
-DEFAULT_BUDGET_MS = 5000
 MAX_HOPS = 4
-
-CRASH_WARNINGS = {
-    "stuck": "never yielded within {budget} ms (its engine was replaced)",
-    "memory": "exceeded the isolate's memory limit (its engine was replaced)",
-    "crashed": "crashed its engine (the engine was replaced)",
-}
+QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts"
 
 
 @dataclass(frozen=True)
@@ -28,19 +24,31 @@ class Handler:
     code: str
     config: dict = field(default_factory=dict)
     granted: frozenset = frozenset()
+    quarantined_until: float | None = None   # epoch seconds; skipped without running until then
+    slow_lane_until: float | None = None     # epoch seconds; runs in the engine tier's lane until then
+
+    def quarantined(self, now: float) -> bool:
+        return self.quarantined_until is not None and now < self.quarantined_until
+
+    def in_slow_lane(self, now: float) -> bool:
+        return self.slow_lane_until is not None and now < self.slow_lane_until
 
 
 @dataclass
 class HandlerTrace:
     installation_id: str
     plugin: str
-    status: str            # ran | cancelled | error | timeout | malformed
+    status: str            # ran | cancelled | error | timeout | malformed | quarantined
     changed: bool
     duration_ms: float
     warning: str | None = None
     logs: list = field(default_factory=list)
-    engine_restarted: bool = False
+    crash: str | None = None   # a CrashKind value when this handler cost its isolate or engine
     value: Any = None      # the hook's value after this handler; filled only when asked for
+
+    @property
+    def engine_restarted(self) -> bool:
+        return self.crash is not None
 
 
 @dataclass
@@ -79,13 +87,43 @@ def host_plan(spec: HookSpec, context: dict, hop: int = 0) -> dict:
     return {"session": session, "workspace": spec.carries_agent, "ssh": spec.ssh}
 
 
-def run_chain(pool: EnginePool, account_key: str, spec: HookSpec, handlers: list[Handler],
-              context: dict, *, host: HostFunction | None = None, hop: int = 0,
-              budget_ms: int = DEFAULT_BUDGET_MS, trace_values: bool = False) -> ChainResult:
-    """`trace_values` adds each handler's resulting value to its trace entry (for try-runs)."""
-    by_id = {h.installation_id: h for h in handlers}
-    plan = host_plan(spec, context, hop)
+SlowHandler = Callable[[Handler], None]   # a handler is holding its isolate for a long time
 
+
+def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handler],
+              context: dict, *, host: HostFunction | None = None, hop: int = 0,
+              budget_ms: int = DEFAULT_BUDGET_MS, trace_values: bool = False,
+              on_slow: SlowHandler | None = None) -> ChainResult:
+    """`trace_values` adds each handler's resulting value to its trace entry (for try-runs);
+    `on_slow` hears of a handler that keeps its isolate busy (its installation should move lanes)."""
+    now = time.time()
+    runnable = [h for h in handlers if not h.quarantined(now)]
+    if not runnable:   # nothing (left) hooks this point: no engine needed
+        return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [], context, trace_values))
+    by_id = {h.installation_id: h for h in runnable}
+    request = {"op": Op.RUN.value, "account": account_key, "hook": spec.name, "context": dict(context),
+               "budgetMs": budget_ms, "host": host_plan(spec, context, hop), "traceValues": trace_values,
+               "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in runnable]}
+    lane = any(h.in_slow_lane(now) for h in runnable)
+    try:
+        reply = _request(tier, account_key, request, by_id, host, on_slow, lane, budget_ms)
+    except EngineDown as down:
+        return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [
+            HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0,
+                         f"the hook engine stopped while running this chain ({down.kind}); the value went on unchanged",
+                         crash=down.kind) for h in runnable], context, trace_values))
+    if "loadError" in reply:
+        return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [
+            HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0, f"could not load: {reply['loadError']}")
+            for h in runnable], context, trace_values))
+    trace = [_trace(spec, by_id[t["id"]], t) for t in reply["trace"]]
+    cancellation = None
+    if reply.get("cancellation"):
+        cancellation = _cancellation(runnable[reply["cancellation"]["index"]], reply["cancellation"])
+    return _finish(spec, context, reply["context"], cancellation, _skipped(spec, handlers, trace, context, trace_values))
+
+
+def _request(tier, account_key, request, by_id, host, on_slow, lane, budget_ms) -> dict:
     def on_host(message: dict) -> dict:
         handler = by_id.get(message.get("handler"))
         if handler is None or host is None:
@@ -97,67 +135,46 @@ def run_chain(pool: EnginePool, account_key: str, spec: HookSpec, handlers: list
         except Exception as exc:  # a bug in a bridge must not take the chain down
             return {"ok": False, "error": f"host.{message['member']} failed: {type(exc).__name__}"}
 
-    def attempt(engine, batch: list[Handler], current: dict) -> dict:
-        request = {"op": "run", "account": account_key, "hook": spec.name, "context": current,
-                   "budgetMs": budget_ms, "host": plan, "traceValues": trace_values,
-                   "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in batch]}
-        silence = (budget_ms / 1000) * len(batch) + 5
-        reply = engine.request(request, on_host, silence)
-        if "missing" in reply:
-            request["code"] = {i: {"hash": by_id[i].code_hash, "code": by_id[i].code,
-                                   "config": by_id[i].config} for i in reply["missing"]}
-            reply = engine.request(request, on_host, silence)
-        if "loadError" in reply:
-            raise _LoadFailed(reply["loadError"])
-        return reply
+    def slow(handler_id: str) -> None:
+        if on_slow is not None and handler_id in by_id:
+            on_slow(by_id[handler_id])
 
-    if not handlers:   # nothing hooks this point: no engine needed
-        return ChainResult(spec.name, "unchanged", dict(context), spec.value_of(context), None, [])
-    trace: list[HandlerTrace] = []
-    current = dict(context)
-    cancellation = None
-    suspect = any(pool.is_suspect(h.installation_id, h.code_hash) for h in handlers)
-    with pool.engine_for(account_key) as engine:
-        reply = None
-        if not suspect:
-            try:
-                reply = attempt(engine, handlers, current)
-            except (EngineCrashed, _LoadFailed):
-                reply = None   # replay one handler at a time to find (and skip) the culprit
-        if reply is not None:
-            trace = [_trace(spec, by_id[t["id"]], t) for t in reply["trace"]]
-            current = reply["context"]
-            if reply.get("cancellation"):
-                cancellation = _cancellation(handlers[reply["cancellation"]["index"]], reply["cancellation"])
-        else:
-            for h in handlers:
-                try:
-                    step = attempt(engine, [h], current)
-                except EngineCrashed as crash:
-                    pool.mark_suspect(h.installation_id, h.code_hash)
-                    trace.append(HandlerTrace(
-                        h.installation_id, h.plugin, "error" if crash.kind == "memory" else "timeout",
-                        False, float(budget_ms) if crash.kind == "stuck" else 0.0,
-                        CRASH_WARNINGS[crash.kind].format(budget=budget_ms), engine_restarted=True,
-                        value=spec.value_of(current) if trace_values else None))
-                    continue
-                except _LoadFailed as failed:
-                    trace.append(HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0,
-                                              f"could not load: {failed}",
-                                              value=spec.value_of(current) if trace_values else None))
-                    continue
-                trace.extend(_trace(spec, by_id[t["id"]], t) for t in step["trace"])
-                current = step["context"]
-                if step.get("cancellation"):
-                    cancellation = _cancellation(h, step["cancellation"])
-                    break
-    changed = spec.value_of(current) != spec.value_of(context)
+    # The engine answers every handler within its budget (it closes an isolate that won't): this
+    # is only the limit for an engine process that stopped answering altogether.
+    silence = (budget_ms / 1000 + 1) * len(by_id) + 10
+    reply = tier.request(account_key, request, on_host, slow, lane, silence)
+    if "missing" in reply:
+        request["code"] = {i: {"hash": by_id[i].code_hash, "code": by_id[i].code, "config": by_id[i].config}
+                           for i in reply["missing"]}
+        reply = tier.request(account_key, request, on_host, slow, lane, silence)
+    if reply.get("fatal"):
+        raise EngineDown(CrashKind.CRASHED.value)
+    return reply
+
+
+def _skipped(spec: HookSpec, handlers: list[Handler], trace: list[HandlerTrace], context: dict,
+             trace_values: bool) -> list[HandlerTrace]:
+    """The trace in chain order, with an entry for each quarantined handler that was skipped."""
+    now = time.time()
+    if not any(h.quarantined(now) for h in handlers):
+        return trace
+    ran = {t.installation_id: t for t in trace}
+    merged = []
+    for h in handlers:
+        if h.installation_id in ran:
+            merged.append(ran[h.installation_id])
+        elif h.quarantined(now):
+            until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(h.quarantined_until))
+            merged.append(HandlerTrace(h.installation_id, h.plugin, "quarantined", False, 0.0,
+                                       QUARANTINE_WARNING.format(until=until),
+                                       value=spec.value_of(context) if trace_values else None))
+    return merged
+
+
+def _finish(spec: HookSpec, original: dict, current: dict, cancellation, trace) -> ChainResult:
+    changed = spec.value_of(current) != spec.value_of(original)
     outcome = "cancelled" if cancellation else ("changed" if changed else "unchanged")
     return ChainResult(spec.name, outcome, current, spec.value_of(current), cancellation, trace)
-
-
-class _LoadFailed(Exception):
-    pass
 
 
 def _trace(spec: HookSpec, handler: Handler, t: dict) -> HandlerTrace:
@@ -166,7 +183,7 @@ def _trace(spec: HookSpec, handler: Handler, t: dict) -> HandlerTrace:
         logs = logs + [{"level": "warn", "message": f"{t['logsDropped']} more log lines dropped", "at": None}]
     value = spec.value_of(t["context"]) if "context" in t else None
     return HandlerTrace(handler.installation_id, handler.plugin, t["status"], bool(t.get("changed")),
-                        float(t.get("durationMs") or 0), t.get("warning"), logs, value=value)
+                        float(t.get("durationMs") or 0), t.get("warning"), logs, t.get("crash"), value=value)
 
 
 def _cancellation(handler: Handler, data: dict) -> Cancellation:

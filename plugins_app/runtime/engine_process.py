@@ -1,405 +1,327 @@
-"""A supervised V8 engine process: account isolates, chain runs and compiles for its parent."""
+"""An engine process: one V8 isolate shared by many accounts, serving every web process that connects."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
+import logging
 import os
+import socket
 import sys
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
 import uvloop
-from py_mini_racer import MiniRacer
-from py_mini_racer._exc import JSEvalException, JSOOMException
+from . import protocol, wire
+from .isolate import Isolate, IsolateLost
+from .protocol import Op
 
-from . import jsassets, wire
-from .hooks import HOOKS
-from .v8_queue import Early, EvalQueue, IsolateStuck
-
-GRACE_SECONDS = 0.5        # slack over a handler's budget before its isolate counts as stuck
-PENDING_POLL_SECONDS = 0.05
+GRACE_SECONDS = 0.25         # slack over a handler's budget before a silent isolate counts as wedged
+SLICE_SECONDS = 0.05         # how often a running chain's progress is looked at
+BUSY_SECONDS = 0.02          # a chain holding the isolate longer than this sends newcomers elsewhere
+SLOW_NOTICE_SECONDS = 0.5    # a handler keeping the isolate's thread this long is reported once
+MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewhere
 LOAD_TIMEOUT_SECONDS = 1.0
+CODE_CACHE_BYTES = 128 * 1024 * 1024
 UNCHARGED_MEMBERS = {"ssh.command"}   # awaiting these does not count against the 5 s budget
 
 
-class Fatal(Exception):
-    """The isolate can no longer be trusted to answer: the engine must be replaced."""
+class Client:
+    """One connection from a web process (a thread there): at most one request in flight."""
 
-    def __init__(self, kind: str, index: int | None = None):
-        super().__init__(kind)
-        self.kind = kind
-        self.index = index
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self.closed = False
 
-
-def hook_table_json() -> str:
-    table = {}
-    for spec in HOOKS.values():
-        table[spec.name] = {
-            "mutable": list(spec.mutable),
-            "types": {f.name: f.type for f in spec.mutable_fields()},
-            "nullable": [f.name for f in spec.mutable_fields() if f.nullable],
-            "cancellable": spec.cancellable,
-        }
-    return json.dumps(table)
-
-
-class Isolate:
-    """One V8 isolate with SES locked down and the harness loaded; one per account."""
-
-    def __init__(self, engine: "Engine", memory_mb: int):
-        self.engine = engine
-        self.memory_mb = memory_mb
-        self.mr: MiniRacer | None = None
-        self.queue: EvalQueue | None = None
-        self.stack = contextlib.AsyncExitStack()
-
-    async def start(self) -> None:
-        self.mr = MiniRacer()
-        self.mr.set_hard_memory_limit(self.memory_mb * 1024 * 1024)
-        self.queue = EvalQueue(self.mr)
-        await self.eval(jsassets.ses_source(), 10)
-        await self.eval(
-            "lockdown({errorTaming: 'unsafe', stackFiltering: 'verbose', overrideTaming: 'severe',"
-            " consoleTaming: 'unsafe'}); 1", 10)
-        py = await self.stack.enter_async_context(self.mr.wrap_py_function(self.engine.host_call))
-        glob = await self.mr.eval_cancelable("globalThis")
-        glob["__py"] = py
-        await self.eval(jsassets.harness_source(), 10)
-        await self.eval(
-            f"__hub.init({json.dumps(hook_table_json())}, {json.dumps(json.dumps(self.engine.limits))}); 1", 5)
-
-    async def eval(self, code: str, timeout: float):
+    def send(self, message: dict | bytes) -> None:
+        if self.closed:
+            return
         try:
-            async with asyncio.timeout(timeout):   # cheaper than wait_for: no extra task per eval
-                return await self.mr.eval_cancelable(code)
-        except JSOOMException:
-            raise Fatal("memory") from None
+            self.conn.send_bytes(message if isinstance(message, bytes) else wire.dumps(message))
+        except OSError:
+            self.closed = True
 
-    async def close(self) -> None:
-        await self.stack.aclose()
-        if self.mr is not None:
-            self.mr.close()
-        if self.queue is not None:
-            self.queue.close()
+
+@dataclass
+class Job:
+    client: Client
+    message: dict
+    started: float = 0.0
+
+
+@dataclass
+class RunState:
+    """What the engine tracks of the chain in progress (the harness tracks the rest)."""
+
+    seq: int
+    job: Job
+    index: int = -1
+    uncharged_seconds: float = 0.0
+    uncharged_inflight: int = 0
+    slow_noticed: bool = False
+    handler_ids: list = field(default_factory=list)
 
 
 class Engine:
-    def __init__(self, conn: Connection):
-        self.conn = conn
-        self.isolates: OrderedDict[str, Isolate] = OrderedDict()
-        self.max_isolates = int(os.environ.get("HUB_ENGINE_MAX_ISOLATES", "32"))
-        self.memory_mb = int(os.environ.get("HUB_ISOLATE_MEMORY_MB", "128"))
-        self.limits = json.loads(os.environ.get("HUB_ENGINE_LIMITS", "{}")) or {
-            "maxReason": 500, "maxValueChars": 1024 * 1024, "maxLogs": 100, "maxLogChars": 2000}
-        self.compiler: MiniRacer | None = None
-        self.probe: Isolate | None = None
-        self.inbox: asyncio.Queue = asyncio.Queue()
+    def __init__(self, memory_mb: int, limits: protocol.Limits, spare: bool = True):
+        self.memory_mb = memory_mb
+        self.limits = limits
+        self.keep_spare = spare
+        self.isolate: Isolate | None = None
+        self.spare: asyncio.Task | None = None
+        self.jobs: deque[Job] = deque()
+        self.jobs_ready = asyncio.Event()
+        self.running: Job | None = None
+        self.state: RunState | None = None
+        self.code: OrderedDict[str, dict] = OrderedDict()   # "account/id" -> {"hash", "code", "config"}
+        self.code_bytes = 0
         self.host_waiters: dict[int, asyncio.Future] = {}
-        self.next_call = 0
         self.host_activity = asyncio.Event()
-        self.uncharged_seconds = 0.0
-        self.uncharged_inflight = 0
+        self.next_call = 0
         self.run_seq = 0
-        self.early_id = None   # the run request that may be answered from the isolate's thread
-        self.live_run: int | None = None   # host calls from any other run are refused
+        self.replaced = 0
+        self._bounce_timer: asyncio.TimerHandle | None = None
+        from .engine_compile import Compiler
+        self.compiler = Compiler(self)
 
-    # -- plumbing ---------------------------------------------------------------------------
-    def send(self, message: dict) -> None:
-        self.conn.send_bytes(wire.dumps(message))
+    # -- connections ---------------------------------------------------------------------------
+    def listen(self, listener: socket.socket) -> None:
+        listener.setblocking(False)
+        asyncio.get_running_loop().add_reader(listener.fileno(), self._accept, listener)
 
-    def _readable(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
         try:
-            message = wire.loads(self.conn.recv_bytes())
+            sock, _ = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        sock.setblocking(True)   # frames are written whole; a large one blocks rather than tears
+        self.attach(Connection(sock.detach()))
+
+    def attach(self, conn: Connection) -> Client:
+        client = Client(conn)
+        asyncio.get_running_loop().add_reader(conn.fileno(), self._readable, client)
+        os.set_blocking(conn.fileno(), True)   # uvloop made it non-blocking; frames are written whole
+        return client
+
+    def _drop(self, client: Client) -> None:
+        client.closed = True
+        with contextlib.suppress(Exception):
+            asyncio.get_running_loop().remove_reader(client.conn.fileno())
+        client.conn.close()
+        self.jobs = deque(j for j in self.jobs if j.client is not client)
+
+    def _readable(self, client: Client) -> None:
+        try:
+            message = wire.loads(client.conn.recv_bytes())
         except (EOFError, OSError):
-            os._exit(0)
-        if message.get("op") == "hostReply":
-            waiter = self.host_waiters.pop(message["call"], None)
+            self._drop(client)
+            if getattr(self, "only_client", None) is client:
+                os._exit(0)   # a private engine lives as long as its one connection
+            return
+        op = message.get("op")
+        if op == Op.HOST_REPLY.value:
+            waiter = self.host_waiters.pop(message.get("call"), None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
+        elif op == Op.PING.value:
+            client.send(protocol.result(message.get("id"), **self.status()))
+        elif op == Op.COMPILE.value:
+            asyncio.get_running_loop().create_task(self._compile(client, message))
+        elif op in (Op.RUN.value, Op.BENCH.value):
+            self._admit(client, message)
         else:
-            self.inbox.put_nowait(message)
+            client.send(protocol.result(message.get("id"), error=f"unknown op {op!r}"))
 
-    async def serve(self) -> None:
-        loop = asyncio.get_running_loop()
-        loop.add_reader(self.conn.fileno(), self._readable)
-        # uvloop makes the socket non-blocking; messages are framed and written whole, so a
-        # large reply must block until the parent reads it rather than fail half-written.
-        os.set_blocking(self.conn.fileno(), True)
-        self.send({"op": "ready", "pid": os.getpid()})
+    def status(self) -> dict:
+        iso = self.isolate
+        return {"pong": True, "pid": os.getpid(), "replaced": self.replaced,
+                "accounts": sorted({key.split("/", 1)[0] for key in iso.loaded}) if iso else [],
+                "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs)}
+
+    # -- admission: a busy engine sends newcomers to another engine ------------------------------
+    def _admit(self, client: Client, message: dict) -> None:
+        if not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED):
+            self._refuse(Job(client, message))
+            return
+        self.jobs.append(Job(client, message))
+        self.jobs_ready.set()
+
+    def _busy(self) -> bool:
+        return self.running is not None and time.monotonic() - self.running.started > BUSY_SECONDS
+
+    def _refuse(self, job: Job) -> None:
+        running = self.running.message.get("account") if self.running else None
+        job.client.send(protocol.result(job.message.get("id"), busy=True,
+                                        lane=running is not None and job.message.get("account") == running))
+
+    def _bounce_waiting(self) -> None:
+        keep = deque()
+        for job in self.jobs:
+            if job.message.get("wait"):
+                keep.append(job)
+            else:
+                self._refuse(job)
+        self.jobs = keep
+
+    async def work(self) -> None:
         while True:
-            message = await self.inbox.get()
-            op = message.get("op")
+            while not self.jobs:
+                self.jobs_ready.clear()
+                await self.jobs_ready.wait()
+            job = self.jobs.popleft()
+            job.started = time.monotonic()
+            self.running = job
+            self._bounce_timer = asyncio.get_running_loop().call_later(BUSY_SECONDS, self._bounce_waiting)
             try:
-                if op == "run":
-                    self.early_id = message.get("id")
-                    try:
-                        reply = await self.run(message)
-                    finally:
-                        self.early_id = None
-                    if reply.get("answeredEarly"):
-                        continue
-                elif op == "compile":
-                    reply = await self.compile(message)
-                elif op == "bench":
-                    reply = await self.bench(message)
-                elif op == "ping":
-                    reply = {"pong": True, "isolates": list(self.isolates)}
-                else:
-                    reply = {"error": f"unknown op {op!r}"}
-            except Fatal as fatal:
-                self.send({"op": "result", "id": message.get("id"), "fatal": fatal.kind,
-                           "index": fatal.index})
-                os._exit(3)  # a wedged isolate's thread would keep a normal exit waiting forever
-            self.send({"op": "result", "id": message.get("id"), **reply})
-            if reply.get("restart"):
-                os._exit(3)
+                reply = await self._execute(job)
+            except Exception as exc:  # a fault here must cost one request, never the engine
+                logging.getLogger(__name__).exception("engine request failed")
+                reply = {"fatal": f"{type(exc).__name__}"}
+            finally:
+                self._bounce_timer.cancel()
+                self.running = None
+            if reply is not None:
+                job.client.send(protocol.result(job.message.get("id"), **reply))
 
-    # -- host calls from JS -----------------------------------------------------------------
+    async def _execute(self, job: Job) -> dict | None:
+        try:
+            if job.message["op"] == Op.BENCH.value:
+                from .engine_bench import bench
+                return await bench(self, job)
+            reply = await self.run(job)
+            return None if reply.get("answeredEarly") else reply
+        except IsolateLost as lost:   # lost outside a handler (loading code): nobody to blame
+            await self.replace_isolate()
+            return {"loadError": f"the isolate was lost while loading code ({lost.kind})"}
+
+    async def _compile(self, client: Client, message: dict) -> None:
+        reply = await self.compiler.compile(message)
+        client.send(protocol.result(message.get("id"), **reply))
+        if reply.get("restart"):
+            os._exit(3)   # a probe left runaway work behind: start clean (the supervisor restarts us)
+
+    # -- isolates ------------------------------------------------------------------------------
+    async def new_isolate(self) -> Isolate:
+        return await Isolate(self.memory_mb, self.limits, self.host_call).start()
+
+    async def ready_isolate(self) -> Isolate:
+        if self.isolate is None:
+            self.isolate = await (self.spare if self.spare is not None else self.new_isolate())
+            self.spare = None
+            self._start_spare()
+        return self.isolate
+
+    def _start_spare(self) -> None:
+        if self.keep_spare and self.spare is None:
+            self.spare = asyncio.get_running_loop().create_task(self.new_isolate())
+
+    async def replace_isolate(self) -> None:
+        """Close the current isolate (stopping whatever runs in it) and put the spare in its place;
+        every account's compartments come back from the code cache on their next call."""
+        old, self.isolate = self.isolate, None
+        self.replaced += 1
+        if old is not None:
+            try:
+                await old.close()
+            except RuntimeError:
+                os._exit(3)   # V8 did not stop: only a new process is certain to
+        await self.ready_isolate()
+
+    # -- code ------------------------------------------------------------------------------------
+    def remember(self, account: str, code: dict) -> None:
+        for inst_id, item in code.items():
+            key = f"{account}/{inst_id}"
+            old = self.code.pop(key, None)
+            if old is not None:
+                self.code_bytes -= len(old["code"])
+            self.code[key] = item
+            self.code_bytes += len(item["code"])
+        while self.code_bytes > CODE_CACHE_BYTES and len(self.code) > 1:
+            _, dropped = self.code.popitem(last=False)
+            self.code_bytes -= len(dropped["code"])
+
+    async def load_missing(self, iso: Isolate, account: str, missing: list[str], hashes: dict) -> list[str]:
+        """Load what the code cache holds; returns the ids it does not have (the web process sends them)."""
+        absent = []
+        for inst_id in missing:
+            item = self.code.get(f"{account}/{inst_id}")
+            if item is None or item["hash"] != hashes.get(inst_id):
+                absent.append(inst_id)
+                continue
+            self.code.move_to_end(f"{account}/{inst_id}")
+            args = [account, inst_id, item["hash"], item["code"], wire.dumps(item.get("config") or {}).decode()]
+            await iso.eval(f"__hub.load({', '.join(json.dumps(a) for a in args)})", LOAD_TIMEOUT_SECONDS)
+            iso.loaded[f"{account}/{inst_id}"] = item["hash"]
+        return absent
+
+    # -- chains ----------------------------------------------------------------------------------
+    async def run(self, job: Job) -> dict:
+        from .engine_run import run_chain
+        return await run_chain(self, job)
+
+    # -- host calls from JS ------------------------------------------------------------------------
     async def host_call(self, raw) -> str:
         request = wire.loads(raw)
-        if request.get("run") != self.live_run:
+        state = self.state
+        if state is None or request.get("run") != state.seq:
             # Fired without being awaited, and its chain ended before the call was served: the
             # next chain's host must not answer it in that chain's context.
             return wire.dumps({"ok": False, "value": None,
-                               "error": f"host.{request['member']}: the chain that called it is over"}).decode()
+                               "error": f"host.{request.get('member')}: the chain that called it is over"}).decode()
         self.next_call += 1
         call = self.next_call
         waiter = asyncio.get_running_loop().create_future()
         self.host_waiters[call] = waiter
-        uncharged = request["member"] in UNCHARGED_MEMBERS
+        uncharged = request.get("member") in UNCHARGED_MEMBERS
         started = time.monotonic()
         if uncharged:
-            self.uncharged_inflight += 1
-        self.send({"op": "host", "call": call, "handler": request.get("handler"),
-                   "member": request["member"], "args": request.get("args", [])})
+            state.uncharged_inflight += 1
+        state.job.client.send({"op": Op.HOST.value, "id": state.job.message.get("id"), "call": call,
+                               "handler": request.get("handler"),
+                               "member": request.get("member"), "args": request.get("args", [])})
         try:
             reply = await waiter
         finally:
             if uncharged:
-                self.uncharged_inflight -= 1
-                self.uncharged_seconds += time.monotonic() - started
+                state.uncharged_inflight -= 1
+                state.uncharged_seconds += time.monotonic() - started
         self.host_activity.set()
         return wire.dumps({"ok": reply.get("ok", False), "value": reply.get("value"),
                            "error": reply.get("error")}).decode()
 
-    # -- isolates -----------------------------------------------------------------------------
-    async def isolate(self, account: str) -> Isolate:
-        iso = self.isolates.get(account)
-        if iso is not None:
-            self.isolates.move_to_end(account)
-            return iso
-        iso = Isolate(self, self.memory_mb)
-        await iso.start()
-        self.isolates[account] = iso
-        while len(self.isolates) > self.max_isolates:
-            _, old = self.isolates.popitem(last=False)
-            await old.close()
-        return iso
 
-    async def load(self, iso: Isolate, code: dict) -> None:
-        for inst_id, item in code.items():
-            await iso.eval(
-                f"__hub.load({json.dumps(inst_id)}, {json.dumps(item['hash'])}, "
-                f"{json.dumps(item['code'])}, {json.dumps(json.dumps(item.get('config') or {}))})",
-                LOAD_TIMEOUT_SECONDS)
-
-    # -- chains -------------------------------------------------------------------------------
-    async def run(self, req: dict) -> dict:
-        iso = await self.isolate(req["account"])
-        if req.get("code"):
-            try:
-                await self.load(iso, req["code"])
-            except (JSEvalException, asyncio.TimeoutError) as exc:
-                return {"loadError": str(exc)[:500]}
-        handlers = req["handlers"]
-        budget = req["budgetMs"] / 1000
-        trace: list = []
-        context = req["context"]
-        offset = 0
-        while True:
-            payload = dict(req, handlers=handlers[offset:], context=context)
-            payload.pop("code", None)
-            outcome = await self._run_once(iso, payload, budget, offset)
-            if outcome.get("answeredEarly"):
-                return outcome
-            trace.extend(outcome.get("trace", []))
-            if "abandoned" not in outcome:
-                outcome["trace"] = trace
-                return outcome
-            # A handler hogged the CPU synchronously and was terminated: skip it and go on.
-            stuck = outcome["abandoned"]
-            context = wire.loads(outcome["contextJson"])
-            skipped = {"id": handlers[offset + stuck]["id"], "status": "timeout", "changed": False,
-                       "durationMs": round(budget * 1000), "warning": f"no result within {req['budgetMs']} ms",
-                       "logs": [], "logsDropped": 0, "hostCalls": 0}
-            if req.get("traceValues"):
-                skipped["context"] = context
-            trace.append(skipped)
-            offset += stuck + 1
-            if offset >= len(handlers):
-                return {"done": True, "trace": trace, "context": context, "cancellation": None}
-
-    async def _run_once(self, iso: Isolate, payload: dict, budget: float, offset: int) -> dict:
-        self.run_seq += 1
-        self.live_run = payload["seq"] = self.run_seq
-        try:
-            return await self._run_started(iso, payload, budget, offset)
-        finally:
-            self.live_run = None
-
-    async def _run_started(self, iso: Isolate, payload: dict, budget: float, offset: int) -> dict:
-        self.uncharged_seconds = 0.0
-        # The poll is queued right behind the run: the isolate settles the chain's microtasks
-        # between the two, so a chain that never awaits the host costs one round trip, not two.
-        early = None
-        if self.early_id is not None and offset == 0:
-            early = Early(self._early_answer, self.conn.send_bytes, self.conn.fileno())
-        evals = iso.queue
-        evals.post(f"__hub.run({wire.js_string(payload)})", answered=False)
-        evals.post("__hub.poll()", early=early)
-        try:
-            try:
-                raw, answered = evals.take(budget + GRACE_SECONDS)
-                if answered:
-                    return {"answeredEarly": True}
-            except asyncio.TimeoutError:
-                # The isolate answered the cancel, so a handler was hogging the CPU inside the run
-                # itself (stuck microtasks never answer): it was terminated; resume after it.
-                info = wire.loads(await iso.eval("__hub.abandon()", 1))
-                if info.get("idle"):
-                    raise Fatal("stuck", offset) from None
-                return {"abandoned": info["index"], "trace": info["trace"], "contextJson": info["contextJson"]}
-        except IsolateStuck:
-            raise Fatal("stuck", offset) from None
-        except JSOOMException:
-            raise Fatal("memory") from None
-        last_index = 0
-        invocation, deadline = None, None
-        while True:
-            if raw is None:
-                try:
-                    raw = await iso.eval("__hub.poll()", self._poll_timeout(deadline, budget))
-                except asyncio.TimeoutError:
-                    raise Fatal("stuck", offset + last_index) from None
-            status, raw = wire.loads(raw), None
-            if "missing" in status:
-                return status
-            if status.get("idle"):   # the start itself threw: a harness fault, not a plugin's
-                raise Fatal("crashed", offset + last_index)
-            if status.get("done"):
-                if "cancellation" in status and status["cancellation"]:
-                    status["cancellation"]["index"] += offset
-                return status
-            last_index = status["index"]
-            if status["invocation"] != invocation:
-                invocation = status["invocation"]
-                self.uncharged_seconds = 0.0
-                deadline = status["started"] / 1000 + budget
-            effective_deadline = deadline + self.uncharged_seconds
-            if time.time() >= effective_deadline and not self.uncharged_inflight:
-                await iso.eval(f"__hub.expire({invocation}); 1", 1)
-                continue
-            self.host_activity.clear()
-            wait = min(PENDING_POLL_SECONDS, max(0.0, effective_deadline - time.time()))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.host_activity.wait(), wait or PENDING_POLL_SECONDS)
-
-    def _early_answer(self, value) -> bytes | None:
-        """On the isolate's thread: the reply to a chain that finished without the host, so the
-        parent gets it without waiting for this process's main thread to wake."""
-        if not isinstance(value, str) or not value.startswith('{"done":true,'):
-            return None
-        try:
-            return b'{"op":"result","id":' + wire.dumps(self.early_id) + b"," + value[1:].encode()
-        except UnicodeEncodeError:
-            return None
-
-    def _poll_timeout(self, deadline: float | None, budget: float) -> float:
-        """How long the isolate may stay silent before it counts as stuck."""
-        if deadline is None:
-            return budget + GRACE_SECONDS
-        return max(0.0, deadline + self.uncharged_seconds - time.time()) + GRACE_SECONDS
-
-    async def bench(self, req: dict) -> dict:
-        """Run the same chain `n` times inside this process, exactly as a request would but
-        without the parent's IPC: the engine's own throughput."""
-        run = dict(req, op="run")
-        first = await self.run(run)
-        if "missing" in first or "loadError" in first:
-            return first
-        started = time.perf_counter()
-        for _ in range(req["n"]):
-            result = await self.run(run)
-        return {"seconds": time.perf_counter() - started, "n": req["n"], "sample": result["context"]}
-
-    # -- compile ------------------------------------------------------------------------------
-    async def compile(self, req: dict) -> dict:
-        if self.compiler is None:
-            self.compiler = MiniRacer()
-            await asyncio.wait_for(self.compiler.eval_cancelable(jsassets.typescript_source()), 30)
-            await asyncio.wait_for(self.compiler.eval_cancelable(jsassets.compiler_source()), 5)
-        file_name = "plugin.ts" if req.get("language") == "typescript" else "plugin.js"
-        try:
-            raw = await asyncio.wait_for(self.compiler.eval_cancelable(
-                f"__compile({json.dumps(req['source'])}, {json.dumps(file_name)})"), 10)
-        except asyncio.TimeoutError:
-            return {"errors": [{"message": "the source took too long to parse", "line": 1, "column": 1}]}
-        result = json.loads(raw)
-        if result["errors"]:
-            return {"errors": result["errors"]}
-        code = result["code"]
-        if self.probe is None:
-            self.probe = Isolate(self, self.memory_mb)
-            await self.probe.start()
-        probe_id = "probe-" + hashlib.sha256(code.encode()).hexdigest()[:16]
-        try:
-            hooks = json.loads(await self.probe.eval(
-                f"__hub.load({json.dumps(probe_id)}, 'probe', {json.dumps(code)}, '{{}}')", LOAD_TIMEOUT_SECONDS))
-            await self.probe.eval(f"__hub.unload({json.dumps(probe_id)}); 1", LOAD_TIMEOUT_SECONDS)
-        except asyncio.TimeoutError:
-            await self._drop_probe()
-            return {"errors": [{"message": f"top-level code did not finish within {LOAD_TIMEOUT_SECONDS:g} s",
-                                "line": 1, "column": 1}]}
-        except Fatal:
-            await self._drop_probe()
-            return {"errors": [{"message": "top-level code ran out of memory", "line": 1, "column": 1}]}
-        except JSEvalException as exc:
-            return {"errors": [_load_error(exc)]}
-        try:
-            # Code scheduled as a microtask at load time (async IIFE) runs after the eval above.
-            await self.probe.eval("1", LOAD_TIMEOUT_SECONDS)
-        except (asyncio.TimeoutError, Fatal):
-            return {"errors": [{"message": "top-level code never settles (runaway async work)",
-                                "line": 1, "column": 1}], "restart": True}
-        return {"errors": [], "code": code, "hooks": hooks, "hostMembers": result["hostMembers"]}
-
-    async def _drop_probe(self) -> None:
-        probe, self.probe = self.probe, None
-        if probe is not None:
-            with contextlib.suppress(Exception):
-                await probe.close()
-
-
-def _load_error(exc: JSEvalException) -> dict:
-    text = str(exc)
-    first = text.splitlines()[0] if text else "error"
-    # V8 reports "<anonymous>:LINE: Message" for top-level failures; keep the position.
-    line = 1
-    parts = first.split(":", 2)
-    if len(parts) == 3 and parts[1].strip().isdigit():
-        line, first = int(parts[1]), parts[2].strip()
-    return {"message": first[:500], "line": line, "column": 1}
+async def serve(engine: Engine, listener: socket.socket | None, conn: Connection | None, lifeline: int | None) -> None:
+    loop = asyncio.get_running_loop()
+    await engine.ready_isolate()
+    if listener is not None:
+        engine.listen(listener)
+    if conn is not None:
+        engine.only_client = engine.attach(conn)
+        engine.only_client.send({"op": Op.READY.value, "pid": os.getpid()})
+    if lifeline is not None:   # the supervisor's pipe: when it closes, the supervisor is gone
+        loop.add_reader(lifeline, lambda: os._exit(0))
+    await engine.work()
 
 
 def main() -> None:
-    fd = int(sys.argv[1])
-    conn = Connection(fd)
-    uvloop.run(Engine(conn).serve())   # fewer wake-up costs per request than asyncio's own loop
+    args = dict(arg.split("=", 1) for arg in sys.argv[1:])
+    nice = int(os.environ.get("HUB_ENGINE_NICE", "0"))
+    if nice:
+        os.nice(nice)
+    limits = protocol.Limits(**wire.loads(os.environ.get("HUB_ENGINE_LIMITS", "{}")))
+    memory_mb = int(os.environ.get("HUB_ISOLATE_MEMORY_MB", protocol.DEFAULT_ISOLATE_MEMORY_MB))
+    engine = Engine(memory_mb, limits, spare=os.environ.get("HUB_ENGINE_SPARE", "1") != "0")
+    listener = socket.socket(fileno=int(args["listen"])) if "listen" in args else None
+    conn = Connection(int(args["conn"])) if "conn" in args else None
+    if conn is not None:
+        os.set_blocking(conn.fileno(), True)
+    lifeline = int(args["lifeline"]) if "lifeline" in args else None
+    uvloop.run(serve(engine, listener, conn, lifeline))   # fewer wake-up costs per request than asyncio's own loop
 
 
 if __name__ == "__main__":
     main()
+

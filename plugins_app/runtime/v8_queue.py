@@ -1,18 +1,19 @@
-"""Pipelined evaluations on a MiniRacer isolate, waited for without the asyncio round trip.
+"""Pipelined evaluations on a MiniRacer isolate, their results read in posting order.
 
-mini-racer's `eval_cancelable` costs an asyncio future, a callback registration and an event-loop
-wake-up per evaluation; on the hot path (start a chain, then read its settled result) that is
-most of the engine's own time. Here evaluations are posted straight to the isolate's thread and
-their results read, in posting order, from the queue mini-racer keeps for uncancelable tasks,
-which this module replaces with one that can also hand a result over on the isolate's own thread
-(`post(..., early=Early(...))`): the engine then answers its parent without waking its main thread.
-This leans on mini-racer internals (`Context._dll`, `_non_cancelable_mr_task_results_queue`), so
-requirements.txt pins mini-racer and tests/runtime/test_v8_queue.py covers each path through here.
+mini-racer's `eval_cancelable` costs an asyncio future and a callback registration per
+evaluation; on the hot path (start a chain, then read its settled result) that is most of the
+engine's own time. Here evaluations are posted straight to the isolate's thread under callback ids
+of our own, and their results land, in posting order, in a queue that can also hand a result over
+on the isolate's own thread (`post(..., early=Early(...))`): the engine then answers the web
+process before its own main thread wakes. This leans on mini-racer internals (`Context._dll`,
+`handle_callback_from_v8`), so requirements.txt pins mini-racer and tests/runtime/test_v8_queue.py
+covers each path through here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
 import select
@@ -23,8 +24,9 @@ from typing import Callable
 from py_mini_racer import MiniRacer
 
 CANCEL_GRACE_SECONDS = 0.5   # how long a cancelled evaluation may take to report back
-# A callback id mini-racer has no registration for: it drops the value on the event loop.
+# Callback ids mini-racer never hands out (it counts up from 1): ours, routed before it sees them.
 _UNANSWERED = 2 ** 62
+_ANSWERED = 2 ** 62 + 1
 _UNCONVERTED = object()
 
 
@@ -42,9 +44,8 @@ class Early:
 
 
 class _Results:
-    """Stands in for mini-racer's results queue (it calls put() on the isolate's thread and, for
-    its own synchronous calls, get() on the loop's). A pipe byte wakes the waiting thread, unless
-    `early` answered the value on the isolate's thread, in which case nobody is woken."""
+    """The results of posted evaluations (put() runs on the isolate's thread). A pipe byte wakes
+    the waiting thread, also after `early` has answered a value on the isolate's thread."""
 
     def __init__(self, ctx):
         self._ctx = ctx
@@ -69,16 +70,13 @@ class _Results:
                 self.items.append(item)   # queued before it is sent: once the parent has it, it is here
                 try:
                     early.send(answer)
-                    return
                 except OSError:
                     item[2] = False   # the waiting thread answers (or finds the parent gone)
+                # The waiting thread still wakes, after the answer is out: it keeps the books.
                 os.write(self._wake_w, b".")
                 return
         self.items.append(item)
         os.write(self._wake_w, b".")
-
-    def get(self, block: bool = True, timeout: float | None = None):   # mini-racer's own use
-        return self.next(timeout if block else 0)[0]
 
     def next(self, timeout: float | None, also_fd: int | None = None):
         """The oldest item; raises queue.Empty after `timeout`. Input on `also_fd` (the parent's
@@ -103,6 +101,25 @@ class _Results:
             if also_fd is not None:
                 self._poller.unregister(also_fd)
 
+    async def wait_async(self, timeout: float) -> bool:
+        """True once an item is there; False after `timeout`. The event loop sleeps meanwhile, so
+        the engine keeps serving its other connections."""
+        if self.items:
+            return True
+        loop = asyncio.get_running_loop()
+        woken = loop.create_future()
+        loop.add_reader(self._wake_r, lambda: woken.done() or woken.set_result(None))
+        try:
+            if self.items:
+                return True
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await woken
+            return bool(self.items)
+        finally:
+            loop.remove_reader(self._wake_r)
+            self._drain()
+
     def close(self) -> None:
         os.close(self._wake_r)
         os.close(self._wake_w)
@@ -124,7 +141,21 @@ class EvalQueue:
     def __init__(self, mr: MiniRacer):
         self._ctx = mr._ctx
         self._results = _Results(self._ctx)
-        object.__setattr__(self._ctx, "_non_cancelable_mr_task_results_queue", self._results)
+        # Results of evaluations posted here arrive under callback ids of their own, so they never
+        # mix with the uncancelable calls mini-racer makes itself (resolving a host call's promise
+        # is one, and may happen while a poll posted here is outstanding).
+        mini_racers_own = self._ctx.handle_callback_from_v8
+        results = self._results
+
+        def route(callback_id: int, raw_handle) -> None:   # the isolate's thread
+            if callback_id == _ANSWERED:
+                results.put(self._ctx._wrap_raw_handle(raw_handle))
+            elif callback_id == _UNANSWERED:
+                self._ctx._wrap_raw_handle(raw_handle)   # wrapped only to be freed
+            else:
+                mini_racers_own(callback_id, raw_handle)
+
+        object.__setattr__(self._ctx, "handle_callback_from_v8", route)
         self._outstanding: deque = deque()   # (task id, code handle kept alive until answered)
         self._unanswered: list = []          # the same, for evaluations whose value is dropped
 
@@ -134,7 +165,7 @@ class EvalQueue:
         if early is not None:
             self._results.early = early
         handle = self._ctx._python_to_value_handle(code)
-        task_id = self._ctx._dll.mr_eval(self._ctx._ctx, handle.raw, 0 if answered else _UNANSWERED)
+        task_id = self._ctx._dll.mr_eval(self._ctx._ctx, handle.raw, _ANSWERED if answered else _UNANSWERED)
         (self._outstanding if answered else self._unanswered).append((task_id, handle))
 
     def take(self, timeout: float) -> tuple[object, bool]:
@@ -154,6 +185,21 @@ class EvalQueue:
         self._outstanding.popleft()
         if not self._outstanding:
             self._unanswered.clear()   # the isolate runs tasks in order: those before are done too
+        if value is _UNCONVERTED:
+            value = self._ctx._value_handle_to_python(handle)
+        return value, taken_early
+
+    async def wait(self, timeout: float) -> bool:
+        """True once the oldest outstanding evaluation has answered (take_ready() then has it)."""
+        return await self._results.wait_async(timeout)
+
+    def take_ready(self) -> tuple[object, bool]:
+        """The oldest outstanding evaluation's value once wait() said it is there."""
+        self._results.early = None
+        handle, value, taken_early = self._results.next(0)
+        self._outstanding.popleft()
+        if not self._outstanding:
+            self._unanswered.clear()
         if value is _UNCONVERTED:
             value = self._ctx._value_handle_to_python(handle)
         return value, taken_early

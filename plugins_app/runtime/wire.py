@@ -18,7 +18,26 @@ def loads(data: bytes | str):
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:   # lone surrogates that JSON.stringify escaped
-        return json.loads(data)
+        return _repaired(json.loads(data))
+
+
+def _repaired(value):
+    """`value` with every lone surrogate replaced by U+FFFD: text leaving V8 is always valid Unicode."""
+    if isinstance(value, str):
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in value) if _has_surrogate(value) else value
+    if isinstance(value, list):
+        return [_repaired(v) for v in value]
+    if isinstance(value, dict):
+        return {_repaired(k): _repaired(v) for k, v in value.items()}
+    return value
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
 
 
 def js_string(obj) -> str:

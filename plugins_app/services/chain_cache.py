@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from plugins_app.models import ChainEntry
 from plugins_app.runtime.chain import Handler
 
-MAX_ACCOUNTS = 512
+MAX_ACCOUNTS = 4096   # a thousand busy accounts must not evict each other
 
 
 @dataclass
@@ -59,7 +59,13 @@ def make_handler(installation) -> Handler:
     # The engine keeps a compartment per (installation, hash): new settings need a new one.
     digest = hashlib.sha256(f"{plugin.code_hash}:{settings_json}".encode()).hexdigest()[:24]
     return Handler(str(installation.pk), plugin.slug, digest, plugin.compiled_js,
-                   installation.settings or {}, frozenset(installation.granted_permissions or ()))
+                   installation.settings or {}, frozenset(installation.granted_permissions or ()),
+                   quarantined_until=_epoch(installation.quarantined_until),
+                   slow_lane_until=_epoch(installation.slow_lane_until))
+
+
+def _epoch(moment) -> float | None:
+    return moment.timestamp() if moment is not None else None
 
 
 def load_chains(account_id: int) -> dict[str, list[Handler]]:

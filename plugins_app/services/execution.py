@@ -10,13 +10,15 @@ from plugins_app.runtime.chain import ChainResult, run_chain
 from plugins_app.runtime.context import ContextError, validate_context
 from plugins_app.runtime.hooks import HookSpec
 
+from . import quarantine
 from .chain_cache import chain_cache
 from .chains import require_hook
-from .engine import get_pool
+from .engine import get_tier
 from .host import HostBridge
 from .metering import meter
 
 WARNING_STATUSES = {"error", "timeout", "malformed"}
+MISBEHAVIOUR = {"wedged", "memory"}   # crash kinds that count towards quarantine (with timeouts)
 MAX_HOP = 64
 
 
@@ -52,16 +54,28 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
         raise InvalidInput(f"context.{exc.field}" if exc.field != "context" else "context", exc.message) from None
     handlers = chain_cache.handlers(account, hook)
     bridge = HostBridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras, record=record)
-    result = run_chain(get_pool(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop,
-                       trace_values=trace_values)
+    result = run_chain(get_tier(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop,
+                       trace_values=trace_values, on_slow=lambda h: _held_the_isolate(account, h))
     if record:
         record_result(account, spec, clean, result, hop=hop, turn_id=turn_id)
     return result, bridge.effects
 
 
+def _held_the_isolate(account, handler) -> None:
+    # Heard while the chain still runs: from the next call on, in every process, this
+    # installation runs in the lane, so it can't hold up the engines other accounts share.
+    quarantine.mark_slow_lane(account.pk, handler.installation_id,
+                              "held its engine's isolate for over half a second without yielding")
+
+
 def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *, hop: int, turn_id: str):
     warnings = []
     for t in result.trace:
+        if t.status == "quarantined":
+            quarantine.note_quarantine_skip(account, t.installation_id, spec.name, t.plugin)
+            continue
+        if t.status == "timeout" or t.crash in MISBEHAVIOUR:
+            quarantine.record_misbehaviour(account.pk, t.installation_id, t.crash or "timeout", t.warning or "")
         if t.status in WARNING_STATUSES:
             warnings.append(HandlerWarning(account=account, hook=spec.name, installation_id=int(t.installation_id),
                                            plugin_slug=t.plugin, kind=t.status, message=t.warning or t.status))
@@ -71,7 +85,7 @@ def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *
                                            message=t.warning or "engine replaced"))
     if warnings or result.cancellation:
         _write_audit(account, spec, context, result, warnings, hop=hop, turn_id=turn_id)
-    meter.add_runs(account.pk, spec.name, [(t.plugin, t.duration_ms) for t in result.trace])
+    meter.add_runs(account.pk, spec.name, [(t.plugin, t.duration_ms) for t in result.trace if t.status != "quarantined"])
     for sink in LOG_SINKS:
         sink(account, spec, result)
 

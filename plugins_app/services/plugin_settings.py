@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from plugins_app.errors import CompileFailed, InvalidInput
 
-from .engine import get_pool
+from .engine import get_tier
 
 TYPES = ("string", "integer", "number", "boolean", "string[]", "enum")
 FORMATS = {"string": ("time", "timeZone"), "string[]": ("regex",)}
@@ -183,7 +183,7 @@ def _check_regexes(schema: dict, values: dict) -> None:
                  "  catch (e) { throw new Error(`item ${i}: ${e.message}`); }\n"
                  "});\n"
                  "globalThis.middleware.systemPrompt = (c) => c.systemPrompt;\n")
-        result = get_pool().compile(probe, "javascript")
+        result = get_tier().compile(probe, "javascript")
         if result.get("errors"):
             message = result["errors"][0]["message"]
             found = re.search(r"item \d+: .*", message)

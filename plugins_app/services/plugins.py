@@ -13,7 +13,8 @@ from plugins_app.runtime.hooks import HOOK_NAMES
 from plugins_app.runtime.permissions import derive_permissions
 
 from . import chains
-from .engine import get_pool
+from .engine import get_tier
+from .ids import parse_id
 
 MAX_SOURCE_CHARS = 256 * 1024
 LANGUAGES = ("typescript", "javascript")
@@ -27,7 +28,7 @@ def compile_source(source: str, language: str) -> dict:
         raise InvalidInput("source", f"over {MAX_SOURCE_CHARS} characters")
     if language not in LANGUAGES:
         raise InvalidInput("language", "expected typescript or javascript")
-    result = get_pool().compile(source, language)
+    result = get_tier().compile(source, language)
     if result.get("errors"):
         raise CompileFailed(result["errors"])
     unknown = [h for h in result["hooks"] if h not in HOOK_NAMES]
@@ -91,10 +92,11 @@ def install_existing(account, plugin: Plugin, *, grant=None, settings=None) -> I
     return installation
 
 
-def get_installation(account, installation_id) -> Installation:
+def get_installation(account, installation_id, field: str = "installationId") -> Installation:
     try:
-        return Installation.objects.select_related("plugin").get(pk=int(installation_id), account=account)
-    except (ValueError, TypeError, Installation.DoesNotExist):
+        return Installation.objects.select_related("plugin").get(pk=parse_id(installation_id, field),
+                                                                 account=account)
+    except Installation.DoesNotExist:
         raise NotFound(f"installation {installation_id} not found in this account") from None
 
 

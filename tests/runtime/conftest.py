@@ -1,4 +1,4 @@
-"""Fixtures for runtime tests: a real engine pool, no database."""
+"""Fixtures for runtime tests: a real engine tier (supervised engine processes), no database."""
 
 import itertools
 
@@ -6,16 +6,23 @@ import pytest
 
 from plugins_app.runtime.chain import Handler, run_chain
 from plugins_app.runtime.hooks import HOOKS
-from plugins_app.runtime.pool import EnginePool
+from plugins_app.runtime.supervisor import local_supervisor
 
 _ids = itertools.count(1)
 
 
 @pytest.fixture(scope="session")
-def pool():
-    pool = EnginePool(size=2)
-    yield pool
-    pool.shutdown()
+def supervisor():
+    supervisor = local_supervisor(engines=2, lane=1)
+    yield supervisor
+    supervisor.stop()
+
+
+@pytest.fixture(scope="session")
+def pool(supervisor):
+    tier = supervisor.tier()
+    yield tier
+    tier.shutdown()
 
 
 @pytest.fixture

@@ -154,13 +154,24 @@ def test_host_log_is_collected_per_handler(make_handler, chain):
     assert [(l["level"], l["message"]) for l in result.trace[0].logs] == [("warn", "careful"), ("info", "via console")]
 
 
-def test_text_beyond_plain_utf8_travels_both_ways(make_handler, chain):
-    # A lone surrogate (legal in JSON and in JS strings, not in UTF-8) and astral characters.
+def test_astral_text_travels_both_ways_and_lone_surrogates_come_back_repaired(make_handler, chain):
+    # A lone surrogate is legal in a JS string, not in UTF-8: what a plugin returns is repaired
+    # with U+FFFD and the trace says so; astral characters and U+2028 pass untouched.
     h = make_handler("globalThis.middleware.userMessageInbound = async (c) => c.text + '\\ud800' + '\\u{1F600}';")
-    text = "caf\u00e9 \U0001F600 \udfff \u2028 end"
+    text = "caf\u00e9 \U0001F600 \u2028 end"
     result = chain("userMessageInbound", [h], dict(INBOUND_CONTEXT, text=text))
     assert result.trace[0].status == "ran"
-    assert result.value == text + "\ud800\U0001F600"
+    assert result.value == text + "\ufffd\U0001F600"
+    assert "U+FFFD" in result.trace[0].warning
+
+
+def test_lone_surrogates_in_reasons_logs_and_errors_are_repaired(make_handler, chain):
+    logs = make_handler("globalThis.middleware.userMessageInbound = async (c) => { host.log('info', 'a\\udc00'); throw new Error('b\\ud800'); };")
+    cancel = make_handler("globalThis.middleware.userMessageInbound = async (c, tools) => tools.cancel('c\\ud800');")
+    result = chain("userMessageInbound", [logs, cancel], INBOUND_CONTEXT)
+    assert result.trace[0].logs[0]["message"] == "a\ufffd"
+    assert result.trace[0].status == "error" and "b\ufffd" in result.trace[0].warning
+    assert result.cancellation.reason == "c\ufffd"
 
 
 def test_values_near_the_size_limit_travel_both_ways(make_handler, chain):

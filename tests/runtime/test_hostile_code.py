@@ -4,7 +4,6 @@ import time
 
 import pytest
 
-from plugins_app.runtime.pool import EngineCrashed
 
 from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
 
@@ -30,16 +29,16 @@ def test_synchronous_infinite_loop_times_out_and_the_chain_goes_on(make_handler,
     assert result.value == "base+"
 
 
-def test_a_loop_after_await_is_contained_by_replacing_the_engine(make_handler, chain, pool):
+def test_a_loop_after_await_is_stopped_by_closing_its_isolate_and_the_chain_goes_on(make_handler, chain):
     loop = make_handler("globalThis.middleware.systemPrompt = async (c) => { await null; while (true) {} };")
     good = make_handler("globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '+';")
     started = time.monotonic()
     result = chain("systemPrompt", [good, loop, good], PROMPT_CONTEXT, budget_ms=500)
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 5
     assert [t.status for t in result.trace] == ["ran", "timeout", "ran"]
-    assert result.trace[1].engine_restarted
+    assert result.trace[1].crash == "wedged"
+    # The first handler's change survived the isolate it ran in: the chain went on from there.
     assert result.value == "base++"
-    # The engine that replaced the wedged one serves the next call normally.
     again = chain("systemPrompt", [good], PROMPT_CONTEXT)
     assert again.value == "base+"
 
@@ -107,22 +106,6 @@ def test_a_hung_account_does_not_hold_up_another_account(make_handler, chain, po
     assert not hung.is_alive()
 
 
-def test_accounts_never_share_an_isolate(make_handler):
-    from plugins_app.runtime.chain import run_chain
-    from plugins_app.runtime.hooks import HOOKS
-    from plugins_app.runtime.pool import EnginePool
-    single = EnginePool(size=1)
-    try:
-        h = make_handler("globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '+';")
-        for account in ("iso-a", "iso-b", "iso-a"):
-            run_chain(single, account, HOOKS["systemPrompt"], [h], PROMPT_CONTEXT)
-        with single.engine_for("any") as engine:
-            isolates = engine.request({"op": "ping"})["isolates"]
-        assert sorted(isolates) == ["iso-a", "iso-b"]
-    finally:
-        single.shutdown()
-
-
 def test_a_host_call_left_unawaited_is_never_served_by_a_later_chain(make_handler, chain):
     # The handler fires host.fetch and returns without awaiting it: the call must be served in
     # its own chain or refused, never answered by the next chain the engine runs (which here is
@@ -143,13 +126,11 @@ def test_a_host_call_left_unawaited_is_never_served_by_a_later_chain(make_handle
     assert all(url == f"https://example.test/{label}" for label, url in served), served
 
 
-def test_a_chain_start_that_throws_is_reported_as_a_crashed_engine(pool):
+def test_a_chain_start_that_throws_is_answered_as_a_fault_and_the_engine_serves_on(pool):
     # Not reachable from plugin code (handlers' own throws are caught per handler): a malformed
     # request makes the harness's start throw, and the engine must say so rather than hang.
-    with pool.engine_for("malformed-start") as engine:
-        with pytest.raises(EngineCrashed) as crash:
-            engine.request({"op": "run", "account": "malformed-start", "hook": "systemPrompt", "context": {},
-                            "budgetMs": 5000, "host": {"session": None, "workspace": False, "ssh": False},
-                            "handlers": "not a list"})
-        assert crash.value.kind == "crashed"
-        assert engine.request({"op": "ping"})["pong"] is True   # replaced on the next request
+    message = {"op": "run", "account": "malformed-start", "hook": "systemPrompt", "context": {},
+               "budgetMs": 5000, "host": {"session": None, "workspace": False, "ssh": False},
+               "handlers": "not a list"}
+    assert pool.request("malformed-start", message).get("fatal")
+    assert pool.ping(pool.order("malformed-start")[0])["pong"] is True

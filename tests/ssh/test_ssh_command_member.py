@@ -9,7 +9,7 @@ from plugins_app.models import UsageDaily
 from plugins_app.runtime.chain import run_chain
 from plugins_app.runtime.hooks import HOOKS
 from plugins_app.services.chain_cache import chain_cache
-from plugins_app.services.engine import get_pool
+from plugins_app.services.engine import get_tier
 from plugins_app.services.execution import engine_key, execute_hook
 from plugins_app.services.host import HostBridge
 
@@ -142,7 +142,7 @@ def test_awaiting_a_command_is_not_charged_to_the_handler_budget(account, instal
     host = make_host()
     spec = HOOKS["sshCommandSending"]
     context = sending_context(host)
-    result = run_chain(get_pool(), engine_key(account), spec, chain_cache.handlers(account, spec.name), context,
+    result = run_chain(get_tier(), engine_key(account), spec, chain_cache.handlers(account, spec.name), context,
                        host=HostBridge(account, spec, context), budget_ms=300)
     waited, spun = result.trace
     assert (waited.status, spun.status) == ("ran", "timeout")

@@ -1,16 +1,47 @@
-// The chain runner inside V8. Loaded after SES's lockdown() into every account isolate; each
-// installation lives in its own Compartment. Python drives it with __hub.run / __hub.poll.
+// The chain runner inside V8. Loaded after SES's lockdown() into an engine's shared isolate, which
+// holds many accounts: each installation of each account lives in its own Compartment (its own
+// globals; the frozen intrinsics are shared). Python drives it with __hub.run / __hub.poll, and
+// reads __hub's progress buffer directly, even while a handler keeps the isolate's thread.
 (() => {
   "use strict";
 
   const LEVELS = ["debug", "info", "warn", "error"];
   let table = null;            // hook name -> {mutable, types, nullable, cancellable}
   let limits = null;           // {maxReason, maxValueChars, maxLogs, maxLogChars}
-  const plugins = new Map();   // installation id -> {hash, middleware, slot, config}
+  const plugins = new Map();   // "account/installation id" -> {hash, middleware, slot, config}
   let run = null;              // the chain in progress, if any
   let invocationSeq = 0;
 
+  // Progress, shared with Python without a call: [0] run seq, [1] index of the handler running,
+  // [2] length of the checkpoint (UTF-16 units; -1: none or too large), [3] the handler index the
+  // checkpoint precedes; then the running handler's start (ms since the epoch, a float64). The
+  // checkpoint is JSON {context, trace} of the chain before that handler, so a chain whose
+  // isolate must be closed goes on from there without running anything twice.
+  const PROGRESS_HEADER = 24;
+  const CHECKPOINT_UNITS = 2 * 1024 * 1024;
+  const progressBuffer = new SharedArrayBuffer(PROGRESS_HEADER + 2 * CHECKPOINT_UNITS);
+  const progress = new Int32Array(progressBuffer, 0, 4);
+  const handlerStarted = new Float64Array(progressBuffer, 16, 1);
+  const checkpointUnits = new Uint16Array(progressBuffer, PROGRESS_HEADER, CHECKPOINT_UNITS);
+
+  function checkpoint(index, current) {
+    const text = JSON.stringify({ context: current, trace: run.trace });
+    progress[2] = -1;
+    progress[3] = index;
+    if (text.length > CHECKPOINT_UNITS) return;
+    for (let i = 0; i < text.length; i++) checkpointUnits[i] = text.charCodeAt(i);
+    progress[2] = text.length;
+  }
+
+  const keyOf = (account, id) => `${account}/${id}`;
   const clip = (s, n) => (s.length > n ? s.slice(0, n) : s);
+  // Text a plugin hands back must be valid Unicode: lone surrogates become U+FFFD, and the
+  // record says so (the value still goes on).
+  const wellFormed = (s, record) => {
+    if (s.isWellFormed()) return s;
+    if (record && !record.repaired) record.repaired = true;
+    return s.toWellFormed();
+  };
   const safeString = (v) => {
     try { return String(v); } catch (e) { return "[unprintable value]"; }
   };
@@ -28,7 +59,7 @@
     return (level, message) => {
       if (!LEVELS.includes(level)) level = "info";
       if (record.logs.length >= limits.maxLogs) { record.logsDropped += 1; return; }
-      record.logs.push({ level, message: clip(safeString(message), limits.maxLogChars), at: Date.now() });
+      record.logs.push({ level, message: wellFormed(clip(safeString(message), limits.maxLogChars), record), at: Date.now() });
     };
   }
 
@@ -40,6 +71,9 @@
       record.hostCalls += 1;
       return __py(JSON.stringify({ run: inv.run, invocation: inv.id, handler: inv.handler, member, args }))
         .then((raw) => {
+          // Answered after its chain ended: settle never, so none of this plugin's code runs
+          // again inside another account's chain (where it would be blamed on that chain).
+          if (inv.over) return new Promise(() => {});
           const reply = JSON.parse(raw);
           if (reply.ok) return reply.value;
           throw new Error(reply.error);
@@ -82,10 +116,11 @@
     return harden(host);
   }
 
-  function load(id, hash, code, config) {
+  function load(account, id, hash, code, config) {
     const middleware = {};
     const slot = { host: undefined, make: null };
-    const compartment = new Compartment({ __options__: true, globals: { Date, Math } });
+    // FinalizationRegistry is left out: its callbacks would run inside whichever chain is running.
+    const compartment = new Compartment({ __options__: true, globals: { Date, Math, FinalizationRegistry: undefined } });
     const g = compartment.globalThis;
     Object.defineProperty(g, "middleware", { value: middleware, writable: false, enumerable: true, configurable: false });
     // The host object is built on first use in an invocation: most handlers never touch it.
@@ -99,12 +134,15 @@
       warn: consoleLog("warn"), error: consoleLog("error") });
     compartment.evaluate(code);
     const hooks = Object.keys(middleware).filter((k) => typeof middleware[k] === "function");
-    plugins.set(id, { id, hash, middleware, slot, config: harden(JSON.parse(JSON.stringify(config ?? {}))) });
+    plugins.set(keyOf(account, id), { id, hash, middleware, slot, config: harden(JSON.parse(JSON.stringify(config ?? {}))) });
     return hooks;
   }
 
   // Checks a handler's result against the hook; returns {cancel}, {fields}, or {malformed}.
-  function interpret(spec, result, inv) {
+  // The result is read once into plain copies (each property and element read exactly once, so a
+  // getter, a proxy trap, a species constructor or a toJSON can't answer differently later), and
+  // the copies are what is checked and sent on.
+  function interpret(spec, result, inv, record) {
     if (result !== null && (typeof result === "object" || typeof result === "function") && inv.tokens.has(result)) {
       if (!spec.cancellable) return { malformed: "this hook cannot be cancelled" };
       return { cancel: inv.tokens.get(result) };
@@ -113,50 +151,58 @@
     if (result === undefined) return { malformed: "returned undefined; return the value (unchanged to pass through)" };
     if (spec.mutable.length === 1) {
       const name = spec.mutable[0];
-      const problem = checkField(spec, name, result);
-      return problem ? { malformed: problem } : { fields: { [name]: copyValue(result) } };
+      const read = readField(spec, name, result, record);
+      return read.problem ? { malformed: read.problem } : { fields: { [name]: read.value } };
     }
     if (result === null || typeof result !== "object" || Array.isArray(result)) {
       return { malformed: `expected an object with some of: ${spec.mutable.join(", ")}` };
     }
     const fields = {};
-    for (const key of Object.keys(result)) {
-      if (!spec.mutable.includes(key)) return { malformed: `field "${key}" cannot be changed; changeable: ${spec.mutable.join(", ")}` };
+    const keys = Object.keys(result);
+    for (let k = 0; k < keys.length; k++) {
+      const key = keys[k];
+      if (typeof key !== "string" || !spec.mutable.includes(key)) {
+        return { malformed: `field "${safeString(key)}" cannot be changed; changeable: ${spec.mutable.join(", ")}` };
+      }
       const value = result[key];
       if (value === undefined) continue;
-      const problem = checkField(spec, key, value);
-      if (problem) return { malformed: problem };
-      fields[key] = copyValue(value);
+      const read = readField(spec, key, value, record);
+      if (read.problem) return { malformed: read.problem };
+      fields[key] = read.value;
     }
     return { fields };
   }
 
-  function checkField(spec, name, value) {
+  // {value} (a primitive, or a fresh array of primitives) or {problem}.
+  function readField(spec, name, value, record) {
     const type = spec.types[name];
-    if (value === null) return spec.nullable.includes(name) ? null : `${name}: must not be null`;
+    if (value === null) return spec.nullable.includes(name) ? { value: null } : { problem: `${name}: must not be null` };
     if (type === "string") {
-      if (typeof value !== "string") return `${name}: expected a string, got ${Array.isArray(value) ? "array" : typeof value}`;
-      if (value.length > limits.maxValueChars) return `${name}: ${value.length} characters is over the ${limits.maxValueChars} limit`;
-      return null;
+      if (typeof value !== "string") return { problem: `${name}: expected a string, got ${Array.isArray(value) ? "array" : typeof value}` };
+      if (value.length > limits.maxValueChars) return { problem: `${name}: ${value.length} characters is over the ${limits.maxValueChars} limit` };
+      return { value: wellFormed(value, record) };
     }
     if (type === "string[]") {
-      if (!Array.isArray(value)) return `${name}: expected an array of strings`;
+      if (!Array.isArray(value)) return { problem: `${name}: expected an array of strings` };
+      const length = value.length;
+      if (typeof length !== "number" || length > limits.maxValueChars) return { problem: `${name}: expected an array of strings` };
+      const copy = [];
       let total = 0;
-      for (let i = 0; i < value.length; i++) {
-        if (typeof value[i] !== "string") return `${name}[${i}]: expected a string`;
-        total += value[i].length;
+      for (let i = 0; i < length; i++) {
+        const item = value[i];
+        if (typeof item !== "string") return { problem: `${name}[${i}]: expected a string` };
+        total += item.length;
+        if (total > limits.maxValueChars) return { problem: `${name}: over the ${limits.maxValueChars} character limit` };
+        copy.push(wellFormed(item, record));
       }
-      if (total > limits.maxValueChars) return `${name}: ${total} characters is over the ${limits.maxValueChars} limit`;
-      return null;
+      return { value: copy };
     }
     if (type === "number") {
-      if (typeof value !== "number" || !Number.isFinite(value) || value < 0) return `${name}: expected a finite number >= 0`;
-      return null;
+      if (typeof value !== "number" || !Number.isFinite(value) || value < 0) return { problem: `${name}: expected a finite number >= 0` };
+      return { value };
     }
-    return `${name}: unsupported type ${type}`;
+    return { problem: `${name}: unsupported type ${type}` };
   }
-
-  const copyValue = (v) => (Array.isArray(v) ? v.slice() : v);
 
   async function invoke(entry, req, context, record) {
     const spec = table[req.hook];
@@ -164,7 +210,7 @@
     const tools = spec.cancellable
       ? harden({ cancel: (reason) => {
           const token = harden({});
-          inv.tokens.set(token, clip(reason === undefined ? "" : safeString(reason), limits.maxReason));
+          inv.tokens.set(token, wellFormed(clip(reason === undefined ? "" : safeString(reason), limits.maxReason), record));
           return token;
         } })
       : harden({});
@@ -177,7 +223,7 @@
       const expiry = new Promise((resolve) => { run.expire = resolve; });
       const result = await Promise.race([Promise.resolve(fn(JSON.parse(context), tools)), expiry]);
       if (result === EXPIRED) return { timeout: true };
-      return interpret(spec, result, inv);
+      return interpret(spec, result, inv, record);
     } finally {
       inv.over = true;
       entry.slot.host = undefined;
@@ -194,11 +240,14 @@
     let cancellation = null;
     for (let i = 0; i < req.handlers.length; i++) {
       const h = req.handlers[i];
-      const entry = plugins.get(h.id);
+      const entry = plugins.get(keyOf(req.account, h.id));
       const record = { id: h.id, status: "ran", changed: false, durationMs: 0, warning: null,
-        logs: [], logsDropped: 0, hostCalls: 0 };
+        logs: [], logsDropped: 0, hostCalls: 0, repaired: false };
+      if (i > 0) checkpoint(i, current);
       run.index = i;
       run.started = Date.now();
+      handlerStarted[0] = run.started;
+      progress[1] = i;
       const contextJson = JSON.stringify(current);
       run.contextJson = contextJson;
       try {
@@ -219,8 +268,12 @@
         }
       } catch (e) {
         record.status = "error";
-        record.warning = clip(describeThrown(e), 1000);
+        record.warning = wellFormed(clip(describeThrown(e), 1000), record);
       }
+      if (record.repaired && record.warning === null) {
+        record.warning = "text with lone surrogates (not valid Unicode) was repaired with U+FFFD";
+      }
+      delete record.repaired;
       record.durationMs = Date.now() - run.started;
       if (req.traceValues) record.context = current;   // what the next handler sees (try-runs show it)
       run.trace.push(record);
@@ -235,20 +288,29 @@
       limits = JSON.parse(limitsJson);
     },
     // Loads (or reloads) one installation's compiled code; returns the hooks it defines.
-    load(id, hash, code, configJson) {
-      return JSON.stringify(load(id, hash, code, JSON.parse(configJson)));
+    load(account, id, hash, code, configJson) {
+      return JSON.stringify(load(account, id, hash, code, JSON.parse(configJson)));
     },
-    unload(id) { plugins.delete(id); },
+    unload(account, id) { plugins.delete(keyOf(account, id)); },
+    // How many compartments the isolate holds (an engine's ping reports it).
+    count() { return plugins.size; },
+    progressBuffer,
     // Starts a chain; its synchronous part runs now, the rest as microtasks after this eval.
     // Python reads the outcome with poll(), queued right behind: {missing} if code must be loaded.
     run(reqJson) {
       const req = JSON.parse(reqJson);
-      const missing = req.handlers.filter((h) => !plugins.has(h.id) || plugins.get(h.id).hash !== h.hash).map((h) => h.id);
+      const missing = req.handlers.filter((h) => {
+        const entry = plugins.get(keyOf(req.account, h.id));
+        return entry === undefined || entry.hash !== h.hash;
+      }).map((h) => h.id);
       if (missing.length) {
         run = { missing };
         return null;
       }
       run = { index: -1, started: 0, trace: [], done: null, expire: null, invocation: 0, contextJson: null };
+      progress[0] = req.seq;
+      progress[1] = 0;
+      progress[2] = -1;
       runChain(req).then(
         (r) => { run.done = r; },
         (e) => { run.done = { fatal: describeThrown(e) }; },
@@ -269,16 +331,9 @@
       }
       return JSON.stringify({ done: false, index: run.index, started: run.started, invocation: run.invocation });
     },
-    // After Python terminated a handler stuck in synchronous code: what ran, and where to resume.
-    abandon() {
-      if (run === null) return JSON.stringify({ idle: true });
-      const out = JSON.stringify({ index: run.index, trace: run.trace, contextJson: run.contextJson, started: run.started });
-      run = null;
-      return out;
-    },
-    // Python gives up on the current handler (its wall-clock budget ran out while it awaited).
-    expire(invocation) {
-      if (run && run.invocation === invocation && run.expire) run.expire(EXPIRED);
+    // Python gives up on the handler at `index` (its wall-clock budget ran out while it awaited).
+    expire(index) {
+      if (run && run.index === index && run.expire) run.expire(EXPIRED);
     },
   });
 })();

@@ -5,7 +5,7 @@ from __future__ import annotations
 from plugins_app.errors import HubError
 from plugins_app.runtime.chain import MAX_HOPS, HostError
 from plugins_app.runtime.context import MAX_ID_LENGTH
-from plugins_app.runtime.pool import PoolExhausted
+from plugins_app.runtime.tier import PoolExhausted
 from plugins_app.services import execution, platform
 from plugins_app.services.host import HostCall, member
 

@@ -1,0 +1,23 @@
+"""The engine's own throughput: one chain run n times inside the engine, without the web process."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .engine_process import Engine, Job
+
+
+async def bench(engine: "Engine", job: "Job") -> dict:
+    """Run the request's chain `n` times exactly as a request would, answering nothing early."""
+    from .engine_process import Job
+    run = Job(job.client, dict(job.message, op="bench-run"), job.started)   # never answered early
+    first = await engine.run(run)
+    if "missing" in first or "loadError" in first:
+        return first
+    started = time.perf_counter()
+    result = first
+    for _ in range(job.message["n"]):
+        result = await engine.run(run)
+    return {"seconds": time.perf_counter() - started, "n": job.message["n"], "sample": result["context"]}

@@ -1,0 +1,209 @@
+"""One chain inside an engine: start it, follow it, and go on past a handler that cost its isolate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from py_mini_racer._exc import JSEvalException, JSOOMException
+
+from . import wire
+from .isolate import Isolate, IsolateLost
+from .protocol import CrashKind, Op
+from .v8_queue import Early
+
+if TYPE_CHECKING:
+    from .engine_process import Engine, Job
+
+CRASH_WARNINGS = {
+    CrashKind.WEDGED.value: "never yielded within {budget} ms (its isolate was closed and replaced)",
+    CrashKind.MEMORY.value: "exceeded the isolate's memory limit (its isolate was replaced)",
+    CrashKind.CRASHED.value: "broke the chain runner (its isolate was replaced)",
+}
+
+
+async def run_chain(engine: "Engine", job: "Job") -> dict:
+    req = job.message
+    account = req["account"]
+    if req.get("code"):
+        engine.remember(account, req["code"])
+    handlers = req["handlers"]
+    hashes = {h["id"]: h["hash"] for h in handlers}
+    trace: list = []
+    context = req["context"]
+    offset = 0
+    while True:
+        iso = await engine.ready_isolate()
+        batch = handlers[offset:]
+        try:
+            outcome = await _attempt(engine, iso, job, batch, context, early=offset == 0)
+            if "missing" in outcome:
+                try:
+                    absent = await _load(engine, iso, account, outcome["missing"], hashes)
+                except _LoadError as exc:
+                    return {"loadError": str(exc)}
+                if absent:
+                    return {"missing": absent}
+                outcome = await _attempt(engine, iso, job, batch, context, early=offset == 0)
+        except IsolateLost as lost:
+            await engine.replace_isolate()
+            if lost.kind == CrashKind.CRASHED.value:   # the harness failed, not a handler: blame nobody
+                return {"fatal": lost.kind}
+            context, lost_trace = _resume_point(req, batch, lost.index, lost.checkpoint, context, lost.kind)
+            trace.extend(lost_trace)
+            offset += lost.index + 1
+            if offset >= len(handlers):
+                return {"done": True, "trace": trace, "context": context, "cancellation": None}
+            continue
+        if "loadError" in outcome or "missing" in outcome or outcome.get("answeredEarly"):
+            return outcome
+        if outcome.get("cancellation"):
+            outcome["cancellation"]["index"] += offset
+        outcome["trace"] = trace + outcome.get("trace", [])
+        return outcome
+
+
+async def _load(engine: "Engine", iso: Isolate, account: str, missing: list, hashes: dict) -> list:
+    try:
+        return await engine.load_missing(iso, account, missing, hashes)
+    except (JSEvalException, asyncio.TimeoutError) as exc:
+        raise _LoadError(str(exc)[:500]) from None
+
+
+class _LoadError(Exception):
+    pass
+
+
+def _where(iso: Isolate, state) -> tuple[int, dict | None]:
+    """Which handler of the batch was running when the isolate was lost, and the chain before it."""
+    seq, index, _ = iso.progress()
+    if state is None or seq != state.seq or index < 0:
+        return 0, None
+    return index, (iso.checkpoint(index) if index > 0 else None)
+
+
+def _resume_point(req: dict, batch: list, index: int, checkpoint: dict | None, context: dict,
+                  kind: str) -> tuple[dict, list]:
+    budget = req["budgetMs"]
+    before: list = []
+    if index > 0 and checkpoint is not None:
+        context, before = checkpoint["context"], checkpoint["trace"]
+    elif index > 0:   # the chain's value was too large to keep: the handlers before lose their effect
+        before = [_entry(h["id"], "error", "its result was lost when a later handler's isolate was replaced",
+                         0, None) for h in batch[:index]]
+    status = "timeout" if kind == CrashKind.WEDGED.value else "error"
+    culprit = _entry(batch[index]["id"], status, CRASH_WARNINGS[kind].format(budget=budget),
+                     budget if kind == CrashKind.WEDGED.value else 0, kind)
+    if req.get("traceValues"):
+        culprit["context"] = context
+    return context, before + [culprit]
+
+
+def _entry(handler_id: str, status: str, warning: str, duration_ms: float, crash: str | None) -> dict:
+    entry = {"id": handler_id, "status": status, "changed": False, "durationMs": duration_ms,
+             "warning": warning, "logs": [], "logsDropped": 0, "hostCalls": 0}
+    if crash:
+        entry["crash"] = crash
+    return entry
+
+
+async def _attempt(engine: "Engine", iso: Isolate, job: "Job", batch: list, context: dict, early: bool) -> dict:
+    from .engine_process import RunState
+    req = job.message
+    engine.run_seq += 1
+    state = engine.state = RunState(seq=engine.run_seq, job=job, handler_ids=[h["id"] for h in batch])
+    payload = {"account": req["account"], "hook": req["hook"], "context": context, "budgetMs": req["budgetMs"],
+               "host": req["host"], "traceValues": req.get("traceValues", False), "handlers": batch,
+               "seq": state.seq}
+    budget = req["budgetMs"] / 1000
+    answer = None
+    if early and job.message.get("op") == Op.RUN.value:
+        answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes, job.client.conn.fileno())
+    try:
+        iso.queue.post(f"__hub.run({wire.js_string(payload)})", answered=False)
+        iso.queue.post("__hub.poll()", early=answer)
+        raw, answered = await _answer(engine, iso, state, budget)
+        if answered:
+            return {"answeredEarly": True}
+        return await _follow(engine, iso, state, budget, raw)
+    except IsolateLost as lost:
+        # Read where the chain was now: the isolate's memory is gone once it is replaced.
+        lost.index, lost.checkpoint = _where(iso, state)
+        raise
+    finally:
+        if engine.state is state:
+            engine.state = None
+
+
+async def _follow(engine: "Engine", iso: Isolate, state, budget: float, raw) -> dict:
+    """Polls a chain that awaits something (the host, a timer-less promise) until it settles,
+    expiring a handler whose wall-clock budget ran out."""
+    while True:
+        status = wire.loads(raw)
+        if "missing" in status or status.get("done"):
+            if status.get("fatal"):
+                raise IsolateLost(CrashKind.CRASHED.value)
+            return status
+        if status.get("idle"):   # the start itself threw: a harness fault, not a plugin's
+            raise IsolateLost(CrashKind.CRASHED.value)
+        _, index, started = iso.progress()
+        _note_index(state, index)
+        deadline = started / 1000 + budget + state.uncharged_seconds
+        if time.time() >= deadline and not state.uncharged_inflight:
+            iso.queue.post(f"__hub.expire({index}); 1", answered=False)
+        else:
+            engine.host_activity.clear()
+            wait = min(0.05, max(0.0, deadline - time.time())) or 0.05
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await engine.host_activity.wait()
+        iso.queue.post("__hub.poll()")
+        raw, _ = await _answer(engine, iso, state, budget)
+
+
+async def _answer(engine: "Engine", iso: Isolate, state, budget: float):
+    """The next queued evaluation's value. Waits in slices, watching the running handler through
+    the progress buffer: past its budget with the isolate still silent, the isolate is lost."""
+    from .engine_process import GRACE_SECONDS, SLICE_SECONDS, SLOW_NOTICE_SECONDS
+    while True:
+        if await iso.queue.wait(SLICE_SECONDS):
+            try:
+                value = iso.queue.take_ready()
+            except JSOOMException:
+                raise IsolateLost(CrashKind.MEMORY.value) from None
+            if iso.memory_exceeded():
+                raise IsolateLost(CrashKind.MEMORY.value)
+            return value
+        if iso.memory_exceeded():
+            raise IsolateLost(CrashKind.MEMORY.value)
+        seq, index, started = iso.progress()
+        if seq != state.seq:
+            continue
+        _note_index(state, index)
+        held = time.time() - started / 1000
+        if not state.slow_noticed and held > SLOW_NOTICE_SECONDS and not state.uncharged_inflight:
+            state.slow_noticed = True
+            if 0 <= index < len(state.handler_ids):
+                state.job.client.send({"op": Op.SLOW.value, "handler": state.handler_ids[index],
+                                       "heldMs": round(held * 1000)})
+        if held > budget + state.uncharged_seconds + GRACE_SECONDS and not state.uncharged_inflight:
+            raise IsolateLost(CrashKind.WEDGED.value)
+
+
+def _note_index(state, index: int) -> None:
+    if index != state.index:   # a new handler: what it waits on uncharged starts from zero
+        state.index = index
+        state.uncharged_seconds = 0.0
+
+
+def _early_bytes(job: "Job", value) -> bytes | None:
+    """On the isolate's thread: the reply to a chain that finished without the host, so the web
+    process gets it without waiting for this process's main thread to wake."""
+    if not isinstance(value, str) or not value.startswith('{"done":true,'):
+        return None
+    try:
+        return (b'{"op":"result","id":' + wire.dumps(job.message.get("id")) + b"," + value[1:].encode())
+    except UnicodeEncodeError:
+        return None
