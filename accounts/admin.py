@@ -1,12 +1,12 @@
 """Django admin for accounts, their API keys and memberships, scoped to the user's accounts."""
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.auth import get_user_model
 from django.utils.html import format_html
 
-from plugins_app.admin.scoping import AccountScopedAdmin, is_operator, per_object_action
+from plugins_app.admin.scoping import AccountScopedAdmin, admin_account_ids, is_operator, per_object_action
 
 from .models import Account, ApiKey, Membership
+from .services import users_addable_by
 
 
 @admin.register(Account)
@@ -69,10 +69,12 @@ class ApiKeyAdmin(AccountScopedAdmin):
 
 
 class MemberForm(forms.ModelForm):
-    """For account admins, who must not browse every user of the hub: a member is named by username.
-    New users are created by operators (`manage.py add_member`)."""
+    """For account admins, who must not browse (or probe) the hub's users: a member is named by
+    username, and only a member of another account this admin administers can be added. Anyone
+    else is added by an operator (`manage.py add_member`)."""
 
-    username = forms.CharField(max_length=150, help_text="An existing user's username.")
+    username = forms.CharField(max_length=150, help_text="A member of another account you administer.")
+    admin_account_ids: frozenset = frozenset()   # set per request by MembershipAdmin.get_form
 
     class Meta:
         model = Membership
@@ -80,10 +82,12 @@ class MemberForm(forms.ModelForm):
 
     def clean_username(self):
         username = self.cleaned_data["username"].strip()
-        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        user = users_addable_by(self.admin_account_ids).filter(username=username).first()
         if user is None:
-            raise forms.ValidationError(f"there is no user {username!r}; an operator can create one "
-                                        "with manage.py add_member")
+            # One answer for a name that does not exist and one that may not be added: no oracle.
+            raise forms.ValidationError(f"there is no user {username!r} you can add: you can add members of "
+                                        "your other accounts; an operator adds anyone else with "
+                                        "manage.py add_member")
         self.instance.user = user
         return username
 
@@ -108,7 +112,8 @@ class MembershipAdmin(AccountScopedAdmin):
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None and not is_operator(request):
-            kwargs["form"] = MemberForm
+            kwargs["form"] = type("MemberForm", (MemberForm,),
+                                  {"admin_account_ids": frozenset(admin_account_ids(request))})
             kwargs["fields"] = ["account", "username", "role"]
         return super().get_form(request, obj, change, **kwargs)
 

@@ -56,3 +56,10 @@ def add_member(account_name, username, role, password=None):
 
     Membership.objects.update_or_create(user=user, account=account, defaults={"role": role})
     return user, created
+
+
+def users_addable_by(admin_account_ids):
+    """Users an account admin may add to an account: active, not operators, and already members of
+    an account that admin administers (users created for an account by `add_member` are members)."""
+    return get_user_model().objects.filter(
+        is_active=True, is_superuser=False, memberships__account__in=admin_account_ids).distinct()

@@ -191,7 +191,8 @@ def test_official_plugins_are_visible_to_account_admins_but_not_changeable(clien
 
 
 def test_account_admins_add_existing_users_by_username_only(client, world):
-    get_user_model().objects.create_user("newcomer", password=PASSWORD, is_staff=True)
+    services.add_member("acme-labs", "alice", "admin")
+    services.add_member("acme-labs", "newcomer", "auditor")   # addable: a member of another account of alice's
     as_user(client, "alice")
     add = url("accounts.membership", "add")
     page = client.get(add).content.decode()
@@ -202,11 +203,12 @@ def test_account_admins_add_existing_users_by_username_only(client, world):
     twice = client.post(add, {"account": world["account"].pk, "username": "audrey", "role": "admin"})
     assert "already a member" in twice.content.decode()
     elsewhere = client.post(add, {"account": world["other"].pk, "username": "newcomer", "role": "admin"})
-    assert elsewhere.status_code == 200 and not Membership.objects.filter(user__username="newcomer").exists()
+    assert elsewhere.status_code == 200
+    assert not Membership.objects.filter(user__username="newcomer", account=world["other"]).exists()
 
     added = client.post(add, {"account": world["account"].pk, "username": "newcomer", "role": "auditor"})
     assert added.status_code == 302
-    assert Membership.objects.get(user__username="newcomer").account == world["account"]
+    assert Membership.objects.get(user__username="newcomer", account=world["account"]).role == "auditor"
     assert Membership.objects.get(user__username="audrey").role == "auditor"
 
 
