@@ -31,6 +31,23 @@ SECRET_KEY = env("DJANGO_SECRET_KEY", "django-insecure-dev-only-change-me-in-pro
 DEBUG = env_bool("DJANGO_DEBUG", True)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 
+# HTTPS (README "Production settings"): on by default when DEBUG is off, off for development.
+_PRODUCTION = not DEBUG
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", _PRODUCTION)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", _PRODUCTION)
+# Sent only on HTTPS responses; a year once the site is HTTPS-only. Subdomains and preloading
+# commit the whole domain, which only its owner can decide.
+SECURE_HSTS_SECONDS = int(env("DJANGO_SECURE_HSTS_SECONDS", 365 * 24 * 3600 if _PRODUCTION else 0))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+# Off unless asked: the TLS-terminating proxy in front usually redirects, and an API client that
+# sent its key over plain HTTP has already leaked it (a redirect would hide the mistake).
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+# Behind a proxy that terminates TLS and sets (overwriting any client value) X-Forwarded-Proto.
+if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
