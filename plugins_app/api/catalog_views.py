@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from plugins_app.errors import InvalidInput
 from plugins_app.services import catalog
 
+from .edge import body
 from .serializers import InstallationSerializer
 from .views import AccountView
 
@@ -42,8 +43,8 @@ class CatalogView(AccountView):
 
 
 class PluginSettingsView(AccountView):
-    @extend_schema(request=inline_serializer("SettingsPatch", {"settings": serializers.DictField()}),
-                   responses=InstallationSerializer)
+    @body(inline_serializer("SettingsPatch", {"settings": serializers.DictField()}),
+          responses=InstallationSerializer)
     def patch(self, request, installation_id):
         if not isinstance(request.data, dict) or "settings" not in request.data:
             raise InvalidInput("settings", 'send {"settings": {"name": value, ...}}')

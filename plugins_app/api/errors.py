@@ -1,4 +1,4 @@
-"""The one place API errors become responses: {"error": {"code", "message", ...}}."""
+"""The one place API errors become responses: {"error": {"code", "message", "field", ...}}."""
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
@@ -20,6 +20,21 @@ def _message(detail) -> str:
     return str(detail)
 
 
+def _field(detail, prefix: str = "") -> str | None:
+    """The path of the first field a validation error names ("schedule.crontab", "order[0]"), or None."""
+    if isinstance(detail, dict) and detail:
+        key, value = next(iter(detail.items()))
+        if key in ("non_field_errors", "detail"):
+            return prefix or None
+        path = f"{prefix}[{key}]" if isinstance(key, int) else (f"{prefix}.{key}" if prefix else str(key))
+        return _field(value, path)
+    if isinstance(detail, list):
+        for index, item in enumerate(detail):
+            if isinstance(item, (dict, list)) and item:
+                return _field(item, f"{prefix}[{index}]")
+    return prefix or None
+
+
 def exception_handler(exc, context):
     if isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge("the request body is over the 1 MiB limit")
@@ -28,12 +43,13 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
-    body = {"code": getattr(exc, "default_code", "error"), "message": _message(response.data)}
+    body = {"code": getattr(exc, "default_code", "error"), "message": _message(response.data), "field": None}
     if isinstance(exc, HubError):
         body["code"] = exc.default_code
         body.update(exc.extra)
     elif isinstance(exc, exceptions.ValidationError) and isinstance(response.data, dict):
         body["code"] = "invalid"
+        body["field"] = _field(response.data)
         body["fields"] = response.data
     if response.status_code == status.HTTP_401_UNAUTHORIZED:
         body["code"] = "unauthenticated"

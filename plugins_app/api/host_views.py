@@ -8,6 +8,7 @@ from plugins_app.services import platform
 from plugins_app.services.host_members import agents, log
 
 from . import host_serializers as hs
+from .edge import body
 from .views import AccountView, Pagination, _AuditListView
 
 
@@ -22,7 +23,8 @@ _PLATFORM = inline_serializer("Platform", {
     "baseUrl": serializers.URLField(allow_null=True), "hasSecret": serializers.BooleanField(),
     "updatedAt": serializers.DateTimeField(allow_null=True)})
 _PLATFORM_PUT = inline_serializer("PlatformUpdate", {
-    "baseUrl": serializers.URLField(), "signingSecret": serializers.CharField(write_only=True)})
+    "baseUrl": serializers.URLField(required=False),
+    "signingSecret": serializers.CharField(write_only=True, required=False, help_text="omitted: kept")})
 
 
 @extend_schema(responses=_PLATFORM)
@@ -32,7 +34,7 @@ class PlatformView(AccountView):
     def get(self, request):
         return Response(_platform_body(platform.get_config(self.account)))
 
-    @extend_schema(request=_PLATFORM_PUT, responses=_PLATFORM)
+    @body(_PLATFORM_PUT, responses=_PLATFORM)
     def put(self, request):
         return Response(_platform_body(platform.configure(self.account, request.data)))
 
@@ -66,6 +68,8 @@ class AgentDetailView(AccountView):
     def get(self, request, agent_id):
         return Response(hs.AgentSerializer(agents.get_agent(self.account, agent_id)).data)
 
+    @body(inline_serializer("AgentRegistration", {
+        "name": serializers.CharField(), "plugin": serializers.CharField(allow_null=True, required=False)}))
     def put(self, request, agent_id):
         agent, created = agents.register_agent(self.account, agent_id, request.data)
         return Response(hs.AgentSerializer(agent).data,

@@ -1,4 +1,5 @@
-"""A JSON parser that refuses bodies over the configured size before reading them whole."""
+"""A JSON parser that refuses bodies over the configured size before reading them whole, bodies nested
+too deep before parsing them, and text that is not valid Unicode or holds NUL after."""
 
 import io
 
@@ -7,6 +8,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 from plugins_app.errors import PayloadTooLarge
+from plugins_app.services import inputs
 
 
 class LimitedJSONParser(JSONParser):
@@ -19,7 +21,12 @@ class LimitedJSONParser(JSONParser):
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
             raise PayloadTooLarge(f"the request body is over the {limit // 1024} KiB limit")
+        if inputs.too_deep(raw):
+            raise ParseError(f"the body nests arrays and objects deeper than {inputs.MAX_DEPTH} levels")
         try:
-            return super().parse(io.BytesIO(raw), media_type, parser_context)
+            data = super().parse(io.BytesIO(raw), media_type, parser_context)
         except ParseError as exc:
             raise ParseError(f"the body is not valid JSON: {exc.detail}") from None
+        if inputs.may_hold_bad_text(raw):
+            inputs.check_text(data)
+        return data

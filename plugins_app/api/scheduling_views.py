@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from plugins_app.services import cron, notifications
 
 from . import scheduling_serializers as s
+from .edge import body
 from .serializers import execute_response
 from .views import AccountView, Pagination
 
@@ -37,7 +38,7 @@ class CronJobListView(AccountView):
     def get(self, request):
         return _paginated(self, self.account.cron_jobs.order_by("name", "id"), s.CronJobSerializer)
 
-    @extend_schema(request=s.CronJobWriteSerializer, responses={201: s.CronJobSerializer})
+    @body(s.CronJobWriteSerializer, responses={201: s.CronJobSerializer})
     def post(self, request):
         body = _validated(s.CronJobWriteSerializer, request.data)
         job = cron.create_job(self.account, **body.service_fields())
@@ -49,7 +50,7 @@ class CronJobDetailView(AccountView):
     def get(self, request, job_id):
         return Response(s.CronJobSerializer(cron.get_job(self.account, job_id)).data)
 
-    @extend_schema(request=s.CronJobWriteSerializer, summary="Change some fields; a schedule replaces the old one")
+    @body(s.CronJobWriteSerializer, partial=True, summary="Change some fields; a schedule replaces the old one")
     def patch(self, request, job_id):
         body = _validated(s.CronJobWriteSerializer, request.data, partial=True)
         job = cron.update_job(self.account, job_id, **body.service_fields())
@@ -85,8 +86,8 @@ class CronRunDetailView(AccountView):
 
 
 class CronRunCompleteView(AccountView):
-    @extend_schema(request=s.CompleteRequestSerializer, responses=s.CronRunSerializer,
-                   summary="The platform closes a run; a second call answers 409")
+    @body(s.CompleteRequestSerializer, responses=s.CronRunSerializer,
+          summary="The platform closes a run; a second call answers 409")
     def post(self, request, run_id):
         body = _validated(s.CompleteRequestSerializer, request.data).validated_data
         run = cron.complete_run(self.account, run_id, body["status"], body.get("sessionId"))
@@ -100,9 +101,9 @@ class NotificationListView(AccountView):
     def get(self, request):
         return _paginated(self, notifications.listing(self.account, request.query_params), s.NotificationSerializer)
 
-    @extend_schema(request=s.NotificationRequestSerializer,
-                   responses={201: s.NotificationOutcomeSerializer, 200: s.NotificationOutcomeSerializer},
-                   summary="Set a timer: notifyScheduled may reword, clamp or cancel it")
+    @body(s.NotificationRequestSerializer,
+          responses={201: s.NotificationOutcomeSerializer, 200: s.NotificationOutcomeSerializer},
+          summary="Set a timer: notifyScheduled may reword, clamp or cancel it")
     def post(self, request):
         body = _validated(s.NotificationRequestSerializer, request.data).validated_data
         note, result, effects = notifications.schedule(

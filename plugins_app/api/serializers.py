@@ -19,12 +19,14 @@ class ExecuteRequestSerializer(serializers.Serializer):
     context = serializers.JSONField()
     hop = serializers.JSONField(required=False, default=0)
     turnId = serializers.JSONField(required=False, default="")
+    conversation = serializers.JSONField(required=False, help_text="the conversation so far, for "
+                                                                   "host.session.conversation.read")
 
 
 class TraceEntrySerializer(serializers.Serializer):
     installationId = serializers.CharField()
     plugin = serializers.CharField()
-    status = serializers.ChoiceField(choices=["ran", "cancelled", "error", "timeout", "malformed"])
+    status = serializers.ChoiceField(choices=["ran", "cancelled", "error", "timeout", "malformed", "quarantined"])
     changed = serializers.BooleanField()
     durationMs = serializers.FloatField()
     warning = serializers.CharField(allow_null=True)

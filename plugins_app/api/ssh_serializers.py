@@ -9,15 +9,7 @@ from plugins_app.services.ssh_gateway import GatewayResult
 from .serializers import CancellationSerializer, ExecuteResponseSerializer, StrIdField, execute_response
 
 
-class _NoUnknownFields:
-    def validate(self, attrs):
-        unknown = sorted(set(self.initial_data) - set(self.fields)) if isinstance(self.initial_data, dict) else []
-        if unknown:
-            raise serializers.ValidationError({unknown[0]: "not a field of this request"})
-        return attrs
-
-
-class SshHostWriteSerializer(_NoUnknownFields, serializers.Serializer):
+class SshHostWriteSerializer(serializers.Serializer):
     """Types only; the service checks what goes with what (ports, jump hosts, keys)."""
 
     displayName = serializers.CharField(source="display_name", required=False)
@@ -65,7 +57,7 @@ class IdField(serializers.CharField):
         return super().to_internal_value(data)
 
 
-class SshExecuteRequestSerializer(_NoUnknownFields, serializers.Serializer):
+class SshExecuteRequestSerializer(serializers.Serializer):
     sessionId = IdField()
     agentId = IdField()
     sshHostId = IdField()

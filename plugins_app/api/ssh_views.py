@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from plugins_app.services import ssh_gateway, ssh_hosts
 
 from . import ssh_serializers as ss
+from .edge import body
 from .views import AccountView, _validated
 
 
@@ -18,7 +19,7 @@ class SshHostListView(AccountView):
     def get(self, request):
         return Response({"sshHosts": ss.SshHostSerializer(ssh_hosts.list_hosts(self.account), many=True).data})
 
-    @extend_schema(request=ss.SshHostWriteSerializer, responses={201: ss.SshHostSerializer})
+    @body(ss.SshHostWriteSerializer, responses={201: ss.SshHostSerializer})
     def post(self, request):
         host = ssh_hosts.create_host(self.account, _validated(ss.SshHostWriteSerializer, request.data))
         return Response(ss.SshHostSerializer(host).data, status=status.HTTP_201_CREATED)
@@ -29,7 +30,7 @@ class SshHostDetailView(AccountView):
     def get(self, request, host_id):
         return Response(ss.SshHostSerializer(ssh_hosts.get_host(self.account, host_id)).data)
 
-    @extend_schema(request=ss.SshHostWriteSerializer)
+    @body(ss.SshHostWriteSerializer, partial=True)
     def patch(self, request, host_id):
         host = ssh_hosts.update_host(self.account, host_id, _validated(ss.SshHostWriteSerializer, request.data))
         return Response(ss.SshHostSerializer(host).data)
@@ -44,7 +45,7 @@ class SshExecuteView(AccountView):
     """Runs an agent's SSH operation: sshConnectionOpening (once per server per turn),
     sshCommandSending, the operation, sshCommandCompleted."""
 
-    @extend_schema(request=ss.SshExecuteRequestSerializer, responses=ss.SshExecuteResponseSerializer)
+    @body(ss.SshExecuteRequestSerializer, responses=ss.SshExecuteResponseSerializer)
     def post(self, request):
         body = _validated(ss.SshExecuteRequestSerializer, request.data)
         operation = ssh_gateway.Operation(

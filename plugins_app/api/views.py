@@ -16,12 +16,17 @@ from plugins_app.runtime.hooks import HOOKS
 from plugins_app.services import catalog, chains, execution, plugins, quarantine, queries
 
 from . import serializers as s
+from .edge import body, check_request
 
 
 class AccountView(APIView):
     @property
     def account(self):
         return self.request.auth.account
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        check_request(self, request, kwargs)
 
 
 class Pagination(PageNumberPagination):
@@ -47,8 +52,8 @@ class HookListView(AccountView):
 
 
 class HookExecuteView(AccountView):
-    @extend_schema(request=s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
-                   summary="Run the account's chain for a hook")
+    @body(s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
+          summary="Run the account's chain for a hook")
     def post(self, request, hook):
         started = time.perf_counter()
         result, effects = execution.execute_request(self.account, hook, request.data)
@@ -66,7 +71,7 @@ class PluginListView(AccountView):
         qs = Installation.objects.filter(account=self.account).select_related("plugin").order_by("created_at", "id")
         return Response({"plugins": s.InstallationSerializer(qs, many=True).data})
 
-    @extend_schema(request=s.InstallRequestSerializer, responses={201: s.InstallationSerializer})
+    @body(s.InstallRequestSerializer, responses={201: s.InstallationSerializer})
     def post(self, request):
         body = _validated(s.InstallRequestSerializer, request.data)
         if "catalog" in body:
@@ -84,7 +89,7 @@ class PluginDetailView(AccountView):
     def get(self, request, installation_id):
         return Response(s.InstallationSerializer(plugins.get_installation(self.account, installation_id)).data)
 
-    @extend_schema(request=inline_serializer("EnableRequest", {"enabled": drf_serializers.BooleanField()}))
+    @body(inline_serializer("EnableRequest", {"enabled": drf_serializers.BooleanField()}))
     def patch(self, request, installation_id):
         if not isinstance(request.data, dict) or "enabled" not in request.data:
             raise InvalidInput("enabled", "send {\"enabled\": true|false}")
@@ -97,7 +102,7 @@ class PluginDetailView(AccountView):
 
 
 class PluginGrantView(AccountView):
-    @extend_schema(request=inline_serializer("GrantRequest", {"grant": drf_serializers.ListField(
+    @body(inline_serializer("GrantRequest", {"grant": drf_serializers.ListField(
         child=drf_serializers.CharField())}), responses=s.InstallationSerializer)
     def post(self, request, installation_id):
         grant = request.data.get("grant") if isinstance(request.data, dict) else None
@@ -123,7 +128,7 @@ class ChainView(AccountView):
         entries = chains.chain_entries(self.account, hook)
         return Response({"hook": hook, "chain": s.ChainEntrySerializer(entries, many=True).data})
 
-    @extend_schema(request=s.OrderRequestSerializer, responses=_CHAIN)
+    @body(s.OrderRequestSerializer, responses=_CHAIN)
     def put(self, request, hook):
         data = request.data if isinstance(request.data, dict) else {}
         if "order" in data:

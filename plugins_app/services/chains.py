@@ -10,6 +10,8 @@ from plugins_app.errors import InvalidInput, NotFound, UnknownHook
 from plugins_app.models import ChainEntry, Installation
 from plugins_app.runtime.hooks import get_hook
 
+from .ids import parse_id
+
 
 def mark_changed(account_id: int) -> None:
     """Bump the change marker that tells every process its cached chains are stale."""
@@ -79,8 +81,9 @@ def move_to(account, hook: str, installation_id: str, position: int) -> list[Cha
     spec = require_hook(hook)
     _lock_account(account.pk)
     try:
-        installation = Installation.objects.select_related("plugin").get(pk=int(installation_id), account=account)
-    except (ValueError, TypeError, Installation.DoesNotExist):
+        installation = Installation.objects.select_related("plugin").get(
+            pk=parse_id(installation_id, "installationId"), account=account)
+    except Installation.DoesNotExist:
         raise NotFound(f"installation {installation_id} not found") from None
     if spec.name not in installation.plugin.hooks:
         raise InvalidInput("installationId", f"{installation.plugin.slug} does not define a {hook} handler")

@@ -19,6 +19,7 @@ from plugins_app.models import CronJob, CronRun
 
 from . import platform
 from .execution import execute_hook
+from .ids import parse_id
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +74,10 @@ def _check_text(field: str, value, limit: int) -> str:
 
 # --- jobs --------------------------------------------------------------------------------------
 
-def get_job(account, job_id) -> CronJob:
+def get_job(account, job_id, field: str = "cronJobId") -> CronJob:
     try:
-        return CronJob.objects.get(pk=int(job_id), account=account)
-    except (ValueError, TypeError, CronJob.DoesNotExist):
+        return CronJob.objects.get(pk=parse_id(job_id, field), account=account)
+    except CronJob.DoesNotExist:
         raise NotFound(f"cron job {job_id} not found") from None
 
 
@@ -168,10 +169,10 @@ def runs(account, job_id, status: str | None = None):
     return qs.order_by("-slot_at", "-id")
 
 
-def get_run(account, run_id) -> CronRun:
+def get_run(account, run_id, field: str = "cronRunId") -> CronRun:
     try:
-        return CronRun.objects.select_related("job").get(pk=int(run_id), account=account)
-    except (ValueError, TypeError, CronRun.DoesNotExist):
+        return CronRun.objects.select_related("job").get(pk=parse_id(run_id, field), account=account)
+    except CronRun.DoesNotExist:
         raise NotFound(f"cron run {run_id} not found") from None
 
 

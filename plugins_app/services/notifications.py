@@ -16,6 +16,7 @@ from plugins_app.runtime.chain import ChainResult
 
 from . import platform
 from .execution import execute_hook
+from .ids import parse_id
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +57,10 @@ def schedule(account, *, session_id, message, delay_seconds) -> tuple[Notificati
     return note, result, effects
 
 
-def get(account, notification_id) -> Notification:
+def get(account, notification_id, field: str = "notificationId") -> Notification:
     try:
-        return Notification.objects.get(pk=int(notification_id), account=account)
-    except (ValueError, TypeError, Notification.DoesNotExist):
+        return Notification.objects.get(pk=parse_id(notification_id, field), account=account)
+    except Notification.DoesNotExist:
         raise NotFound(f"notification {notification_id} not found") from None
 
 

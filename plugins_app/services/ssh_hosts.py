@@ -8,6 +8,7 @@ from django.db.models import ProtectedError
 
 from plugins_app.errors import Conflict, InvalidInput, NotFound
 from plugins_app.models import SshHost
+from plugins_app.services.ids import parse_id
 
 DIRECT, TUNNEL = SshHost.ConnectionType.DIRECT, SshHost.ConnectionType.TUNNEL
 DEFAULT_TUNNEL_PORT = 22
@@ -24,10 +25,10 @@ def list_hosts(account):
     return SshHost.objects.filter(account=account).select_related("jump_host").order_by("display_name", "id")
 
 
-def get_host(account, host_id) -> SshHost:
+def get_host(account, host_id, field: str = "sshHostId") -> SshHost:
     try:
-        return SshHost.objects.select_related("jump_host").get(pk=int(host_id), account=account)
-    except (TypeError, ValueError, SshHost.DoesNotExist):
+        return SshHost.objects.select_related("jump_host").get(pk=parse_id(host_id, field), account=account)
+    except SshHost.DoesNotExist:
         raise NotFound(f"SSH host {host_id} not found in this account") from None
 
 
@@ -119,7 +120,7 @@ def _check_connection(host: SshHost) -> None:
         _check_port("tunnel_port", host.tunnel_port)
     if host.jump_host_id is None:
         raise InvalidInput("jumpHostId", "a tunnel host needs a jump host")
-    jump = SshHost.objects.filter(pk=_int_or_none(host.jump_host_id), account_id=host.account_id).first()
+    jump = SshHost.objects.filter(pk=parse_id(str(host.jump_host_id), "jumpHostId"), account_id=host.account_id).first()
     if jump is None:
         raise InvalidInput("jumpHostId", f"SSH host {host.jump_host_id} is not one of this account's hosts")
     if jump.pk == host.pk or jump.is_tunnel:
@@ -127,13 +128,6 @@ def _check_connection(host: SshHost) -> None:
     if host.pk is not None and host.tunnel_hosts.exists():
         raise InvalidInput("connectionType", "other hosts tunnel through this one; it must stay direct")
     host.jump_host = jump
-
-
-def _int_or_none(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def parse_host_key(text) -> tuple[str, str]:

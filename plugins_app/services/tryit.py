@@ -9,6 +9,7 @@ from typing import Any
 from plugins_app.errors import InvalidInput
 from plugins_app.runtime.chain import HandlerTrace
 
+from . import inputs
 from .chains import require_hook
 from .execution import execute_hook
 
@@ -35,13 +36,17 @@ class TryRun:
 
 
 def parse_context(text: str) -> dict:
-    """The context typed into the form, as JSON; a syntax error names its line and column."""
+    """The context typed into the form, as JSON; a syntax error names its line and column, and the
+    API's rules for nesting and text apply."""
+    if inputs.too_deep(text.encode("utf-8", "surrogatepass")):
+        raise InvalidInput("context", f"nests arrays and objects deeper than {inputs.MAX_DEPTH} levels")
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput("context", f"not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     if not isinstance(value, dict):
         raise InvalidInput("context", "expected a JSON object")
+    inputs.check_text(value, "context")
     return value
 
 

@@ -11,6 +11,7 @@ from plugins_app.runtime.chain import ChainResult
 from plugins_app.runtime.hooks import HookSpec
 from plugins_app.services import execution
 from plugins_app.services.chains import require_hook
+from plugins_app.services.ids import parse_id
 
 LEVELS = PluginLog.Level.values
 
@@ -49,10 +50,7 @@ def logs(account, params) -> "QuerySet[PluginLog]":
     """The account's plugin logs, newest first, filtered by installationId, plugin, level, hook."""
     qs = PluginLog.objects.filter(account=account)
     if params.get("installationId"):
-        raw = params["installationId"]
-        if not raw.isdigit():
-            raise InvalidInput("installationId", "expected an installation id (digits)")
-        qs = qs.filter(installation_id=int(raw))
+        qs = qs.filter(installation_id=parse_id(params["installationId"], "installationId"))
     if params.get("plugin"):
         qs = qs.filter(plugin_slug=params["plugin"])
     if params.get("level"):

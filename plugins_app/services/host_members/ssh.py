@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+from plugins_app.errors import InvalidInput
 from plugins_app.models import SshHost
 from plugins_app.runtime.chain import HostError
 from plugins_app.services import ssh
 from plugins_app.services.host import HostCall, member
+from plugins_app.services.ids import parse_id
 
 MAX_CALLS = 10               # per handler invocation
 DEFAULT_TIMEOUT_SECONDS = 60
@@ -63,9 +65,11 @@ def _parse(args: list) -> tuple[str, float]:
 
 def _hook_host(call: HostCall) -> SshHost:
     host_id = call.context.get("sshHostId")
-    host = None
-    if isinstance(host_id, str) and host_id.isdigit():
-        host = SshHost.objects.select_related("jump_host").filter(pk=int(host_id), account=call.account).first()
+    try:
+        host = SshHost.objects.select_related("jump_host").filter(
+            pk=parse_id(host_id, "sshHostId"), account=call.account).first()
+    except InvalidInput:
+        host = None
     if host is None:
         raise HostError(f"host.ssh.command: server {host_id} is not one of this account's SSH hosts")
     return host

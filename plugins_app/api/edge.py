@@ -1,0 +1,106 @@
+"""What every API request passes before its view runs: query and path text, path ids, the body's fields."""
+
+from urllib.parse import unquote_to_bytes
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+
+from plugins_app.errors import InvalidInput, NotFound
+from plugins_app.services import inputs
+from plugins_app.services.ids import parse_id
+
+# Path parameters that are not the hub's database ids: agents are the platform's, named by it.
+NOT_DB_IDS = {"agent_id"}
+
+
+class UnknownField(InvalidInput):
+    def __init__(self, path: str):
+        super().__init__(path, "unknown field")
+
+
+def body(serializer, *, partial: bool = False, **schema):
+    """Documents a method's JSON body as `serializer` and makes it the only shape accepted: a field
+    it does not declare (at any depth it describes) is refused with 400 before the view runs.
+    `partial`: the body may leave out required fields (a PATCH of some fields)."""
+    def decorate(method):
+        method.request_body = (serializer, partial)
+        return extend_schema(request=serializer, **schema)(method)
+    return decorate
+
+
+def check_request(view, request, kwargs: dict) -> None:
+    check_query(request)
+    check_path(kwargs)
+    handler = getattr(view, request.method.lower(), None)
+    declared = getattr(handler, "request_body", None)
+    if declared is not None and _has_body(request):
+        serializer, partial = declared
+        check_fields(serializer, request.data, partial=partial)
+
+
+def check_query(request) -> None:
+    raw = request._request.META.get("QUERY_STRING", "")
+    if not raw or (raw.isascii() and "%" not in raw):
+        return
+    for part in raw.split("&"):
+        name, _, value = part.partition("=")
+        name_bytes = unquote_to_bytes(name.replace("+", " "))
+        field = name_bytes.decode("utf-8", "backslashreplace").replace("\x00", "\\u0000")
+        for piece in (name_bytes, unquote_to_bytes(value.replace("+", " "))):
+            try:
+                text = piece.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInput(field, "is not valid UTF-8 text") from None
+            if "\x00" in text:
+                raise InvalidInput(field, "contains a NUL character")
+
+
+def check_path(kwargs: dict) -> None:
+    for name, value in kwargs.items():
+        if isinstance(value, str):
+            problem = inputs.text_problem(value)
+            if problem:
+                raise InvalidInput(name, problem)
+            if name.endswith("_id") and name not in NOT_DB_IDS:
+                _path_id(name, value)
+
+
+def _path_id(name: str, value: str) -> None:
+    # A path segment that is not an id names no object: 404, as for an id that does not exist.
+    try:
+        parse_id(value, name)
+    except InvalidInput as exc:
+        raise NotFound(str(exc.detail), field=name) from None
+
+
+def check_fields(serializer, data, path: str = "", *, partial: bool = False) -> None:
+    """Refuse the first key of `data` that `serializer` (a class or instance) does not declare; when
+    a required field is missing too, that is named instead (the likelier mistake is a misspelling)."""
+    if isinstance(serializer, type):
+        serializer = serializer()
+    if isinstance(serializer, serializers.ListSerializer):
+        if isinstance(data, list):
+            for index, item in enumerate(data):
+                check_fields(serializer.child, item, f"{path}[{index}]")
+        return
+    if not isinstance(serializer, serializers.Serializer) or not isinstance(data, dict):
+        return
+    fields = serializer.fields
+    for key, value in data.items():
+        key_path = f"{path}.{key}" if path else key
+        field = fields.get(key)
+        if field is None or field.read_only:
+            missing = None if partial else _first_missing(fields, data)
+            if missing is not None:
+                raise InvalidInput(f"{path}.{missing}" if path else missing, "this field is required")
+            raise UnknownField(key_path)
+        check_fields(field, value, key_path)
+
+
+def _first_missing(fields, data: dict) -> str | None:
+    return next((name for name, f in fields.items() if f.required and not f.read_only and name not in data), None)
+
+
+def _has_body(request) -> bool:
+    meta = request._request.META
+    return bool(meta.get("CONTENT_LENGTH") not in (None, "", "0") or meta.get("HTTP_TRANSFER_ENCODING"))
