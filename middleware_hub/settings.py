@@ -163,6 +163,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "plugins_app.api.schema.add_hook_contexts",
+        "plugins_app.api.schema.document_errors",
     ],
     "ENUM_NAME_OVERRIDES": {"SshOperationKindEnum": "plugins_app.runtime.hooks.SSH_KINDS"},
 }
@@ -210,7 +211,12 @@ HUB_PLATFORM_ALLOWED_HOSTS = env_list("HUB_PLATFORM_ALLOWED_HOSTS", ["127.0.0.0/
 
 # Hook engine (plugins_app.runtime).
 HOOK_ENGINE_PROCESSES = int(env("HOOK_ENGINE_PROCESSES", 2))
-HOOK_ISOLATE_MEMORY_MB = int(env("HOOK_ISOLATE_MEMORY_MB", 128))
+# Engines that run suspect or CPU-heavy installations, at a lower CPU priority.
+HOOK_LANE_PROCESSES = int(env("HOOK_LANE_PROCESSES", 1))
+# Heap limit of each engine's isolate, which every account routed to that engine shares.
+HOOK_ISOLATE_MEMORY_MB = int(env("HOOK_ISOLATE_MEMORY_MB", 256))
+# Wall-clock budget of one handler; the spec's 5 s (tests shorten it to exercise timeouts quickly).
+HOOK_BUDGET_MS = int(env("HOOK_BUDGET_MS", 5000))
 # Usage metering is buffered and written every N seconds (0 writes on every call).
 HUB_METERING_FLUSH_SECONDS = float(env("HUB_METERING_FLUSH_SECONDS", 2))
 # An installation that times out, wedges or runs out of memory this many times within the window is

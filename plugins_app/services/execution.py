@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 
 from plugins_app.errors import InvalidInput
@@ -55,7 +56,8 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
     handlers = chain_cache.handlers(account, hook)
     bridge = HostBridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras, record=record)
     result = run_chain(get_tier(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop,
-                       trace_values=trace_values, on_slow=lambda h: _held_the_isolate(account, h))
+                       trace_values=trace_values, budget_ms=settings.HOOK_BUDGET_MS,
+                       on_slow=lambda h: _held_the_isolate(account, h))
     if record:
         record_result(account, spec, clean, result, hop=hop, turn_id=turn_id)
     return result, bridge.effects

@@ -1,12 +1,10 @@
 """host.session: peer.send through interAgentMessage, conversation.read, and the hop fuse."""
 
 import json
-import threading
 import time
 
 import pytest
 
-from plugins_app.runtime.pool import EnginePool, PoolExhausted
 from plugins_app.services import platform
 
 from .conftest import PROMPT
@@ -152,42 +150,3 @@ def test_session_is_absent_on_hooks_without_a_session(api_client, install):
     assert json.loads(body["value"]) == {"ok": "undefined"}
 
 
-# -- the engine pool under nesting ------------------------------------------------------------
-
-@pytest.fixture
-def small_pool():
-    pool = EnginePool(size=1, max_engines=3)
-    yield pool
-    pool.shutdown()
-
-
-def test_a_nested_acquire_gets_a_temporary_engine_instead_of_waiting(small_pool):
-    with small_pool.engine_for("a") as outer:
-        with small_pool.engine_for("a") as middle:
-            with small_pool.engine_for("a") as inner:
-                assert len({id(outer), id(middle), id(inner)}) == 3
-                assert small_pool.extras == 2
-                assert inner.request({"op": "ping"})["pong"] is True
-                with pytest.raises(PoolExhausted):
-                    with small_pool.engine_for("a"):
-                        pass
-        assert small_pool.extras == 0 and not middle.alive
-    assert outer.lock.acquire(blocking=False)
-    outer.lock.release()
-
-
-def test_an_outer_acquire_still_waits_for_a_busy_engine(small_pool):
-    order = []
-    with small_pool.engine_for("a"):
-        waiter = threading.Thread(target=_use, args=(small_pool, order))
-        waiter.start()
-        waiter.join(0.3)
-        assert order == [] and small_pool.extras == 0   # another request waits; it gets no extra engine
-        order.append("released")
-    waiter.join(10)
-    assert order == ["released", "acquired"]
-
-
-def _use(pool, order):
-    with pool.engine_for("b"):
-        order.append("acquired")

@@ -1,0 +1,48 @@
+"""Quarantine through the execute API: strikes from real wedges, skipping, the warning, release."""
+
+import pytest
+
+from plugins_app.models import HandlerWarning, Installation
+
+from .conftest import PROMPT, appender
+
+WEDGE = "globalThis.middleware.systemPrompt = async (c) => { await null; while (true) {} };"
+
+
+def execute(api_client):
+    response = api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT}, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+@pytest.mark.slow
+def test_three_wedges_quarantine_the_installation_and_release_brings_it_back(api_client, install, account, settings):
+    settings.HOOK_BUDGET_MS = 300
+    settings.HUB_QUARANTINE_STRIKES = 3
+    wedge = install(WEDGE, name="runaway")
+    install(appender("+"), name="good")
+    marker = account.hooks_version
+
+    first = execute(api_client)
+    assert [t["status"] for t in first["trace"]] == ["timeout", "ran"]
+    assert first["value"] == "base+"
+    wedge.refresh_from_db()
+    account.refresh_from_db()
+    # Known to every process from the next call on: stored, and the change marker moved.
+    assert wedge.slow_lane_until is not None and account.hooks_version > marker
+
+    for _ in range(2):
+        assert execute(api_client)["trace"][0]["status"] == "timeout"
+    wedge.refresh_from_db()
+    assert wedge.quarantined_until is not None
+
+    skipped = [execute(api_client) for _ in range(2)]
+    assert all(s["trace"][0]["status"] == "quarantined" and s["value"] == "base+" for s in skipped)
+    assert HandlerWarning.objects.filter(installation=wedge, kind="quarantined").count() == 1
+
+    detail = api_client.get(f"/api/v1/plugins/{wedge.pk}").json()
+    assert detail["quarantine"]["quarantined"] is True
+
+    assert api_client.post(f"/api/v1/plugins/{wedge.pk}/release").status_code == 200
+    assert execute(api_client)["trace"][0]["status"] == "timeout"   # it runs again (and still wedges)
+    assert Installation.objects.get(pk=wedge.pk).quarantined_until is None

@@ -1,0 +1,118 @@
+"""Many accounts in one engine's isolate: kept apart, reused across web processes, recovered."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from plugins_app.runtime.chain import run_chain
+from plugins_app.runtime.hooks import HOOKS
+from plugins_app.runtime.supervisor import Supervisor
+from plugins_app.runtime.tier import PROJECT_ROOT
+
+from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
+
+APPEND = "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '+';"
+WEDGE = "globalThis.middleware.systemPrompt = async (c) => { await null; while (true) {} };"
+
+
+@pytest.fixture
+def one_engine(tmp_path):
+    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=0).start()
+    tier = supervisor.tier()
+    yield supervisor, tier
+    tier.shutdown()
+    supervisor.stop()
+
+
+def test_accounts_in_one_isolate_see_neither_each_others_globals_nor_prototypes(make_handler, chain):
+    writer = make_handler("globalThis.middleware.userMessageInbound = async (c) => {"
+                          " globalThis.secret = c.text; try { Object.prototype.leak = c.text; } catch (e) {}"
+                          " try { Array.prototype.push = () => 0; } catch (e) {} return c.text; };")
+    reader = make_handler("globalThis.middleware.userMessageInbound = async (c) =>"
+                          " [typeof globalThis.secret, typeof ({}).leak, [1].push(2)].join(',');")
+    chain("userMessageInbound", [writer], dict(INBOUND_CONTEXT, text="A's value"), account="acct-a")
+    seen = chain("userMessageInbound", [reader], INBOUND_CONTEXT, account="acct-b")
+    assert seen.value == "undefined,undefined,2"
+
+
+def test_the_same_installation_id_in_two_accounts_runs_each_accounts_own_code(pool):
+    compiled = [pool.compile(f"globalThis.middleware.systemPrompt = async (c) => '{name}';", "javascript")["code"]
+                for name in ("alpha", "beta")]
+    from plugins_app.runtime.chain import Handler
+    for account, code, expected in (("same-a", compiled[0], "alpha"), ("same-b", compiled[1], "beta")):
+        handler = Handler("7", "p", "hash-7", code)   # equal ids and hashes on purpose
+        result = run_chain(pool, account, HOOKS["systemPrompt"], [handler], PROMPT_CONTEXT)
+        assert result.value == expected
+
+
+def test_the_culprit_is_known_without_running_anything_twice(make_handler, chain):
+    calls = []
+    counter = make_handler("globalThis.middleware.systemPrompt = async (c) => {"
+                           " await host.fetch('https://example.test/'); return c.systemPrompt + '1'; };")
+    wedge = make_handler(WEDGE)
+
+    def host(handler, member, args):
+        calls.append(handler.installation_id)
+        return {"status": 200, "headers": {}, "body": ""}
+
+    result = chain("systemPrompt", [counter, wedge], PROMPT_CONTEXT, host=host, budget_ms=300)
+    assert [t.status for t in result.trace] == ["ran", "timeout"]
+    assert result.trace[1].crash == "wedged"
+    assert calls == [counter.installation_id]   # the handler before the culprit ran once
+    assert result.value == "base1"
+
+
+def test_every_account_on_an_engine_recovers_after_its_isolate_is_replaced(one_engine, make_handler):
+    supervisor, tier = one_engine
+    good = make_handler(APPEND)
+    accounts = [f"warm-{i}" for i in range(5)]
+    for account in accounts:
+        assert run_chain(tier, account, HOOKS["systemPrompt"], [good], PROMPT_CONTEXT).value == "base+"
+    engine = tier.engines[0]
+    assert set(accounts) <= set(tier.ping(engine)["accounts"])
+    wedged = run_chain(tier, "villain", HOOKS["systemPrompt"], [make_handler(WEDGE)], PROMPT_CONTEXT, budget_ms=300)
+    assert wedged.trace[0].crash == "wedged"
+    status = tier.ping(engine)
+    assert status["replaced"] == 1 and not set(accounts) & set(status["accounts"])
+    for account in accounts:   # compartments come back from the engine's own code cache
+        assert run_chain(tier, account, HOOKS["systemPrompt"], [good], PROMPT_CONTEXT).value == "base+"
+    assert supervisor.restarts() == 0   # the process itself was never replaced
+
+
+def test_an_accounts_compartments_are_reused_by_another_web_process(one_engine, make_handler):
+    supervisor, tier = one_engine
+    good = make_handler(APPEND)
+    run_chain(tier, "shared", HOOKS["systemPrompt"], [good], PROMPT_CONTEXT)
+    (supervisor.directory / "tier.json").write_text(json.dumps(supervisor.describe()))
+    # Another process asks for the chain without sending code: an engine that did not hold the
+    # account's compartment would answer "missing".
+    request = {"op": "run", "account": "shared", "hook": "systemPrompt", "context": PROMPT_CONTEXT,
+               "budgetMs": 5000, "host": {"session": None, "workspace": False, "ssh": False},
+               "handlers": [{"id": good.installation_id, "hash": good.code_hash}]}
+    script = ("import json, sys; from plugins_app.runtime.supervisor import tier_from_directory;"
+              f"print(json.dumps(tier_from_directory({str(supervisor.directory)!r}).request('shared', {request!r})))")
+    out = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    reply = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "missing" not in reply and reply["context"]["systemPrompt"] == "base+"
+
+
+def test_a_busy_engine_sends_another_account_elsewhere(make_handler, chain, pool):
+    slow = make_handler("globalThis.middleware.systemPrompt = async (c) => {"
+                        " const t = Date.now(); while (Date.now() - t < 1500) {} return c.systemPrompt; };")
+    good = make_handler(APPEND)
+    # Two accounts that prefer the same engine.
+    preferred = pool.order("busy-a")[0]
+    other = next(f"busy-b{i}" for i in range(100) if pool.order(f"busy-b{i}")[0] == preferred)
+    chain("systemPrompt", [good], PROMPT_CONTEXT, account=other)
+    hog = threading.Thread(target=chain, args=("systemPrompt", [slow], PROMPT_CONTEXT), kwargs={"account": "busy-a"})
+    hog.start()
+    time.sleep(0.3)
+    second = pool.order(other)[1]
+    assert other not in pool.ping(second)["accounts"]
+    assert chain("systemPrompt", [good], PROMPT_CONTEXT, account=other).value == "base+"
+    assert other in pool.ping(second)["accounts"]   # served there, not queued behind the hog
+    hog.join(10)
