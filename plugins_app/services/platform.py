@@ -12,6 +12,7 @@ import time
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
@@ -117,6 +118,16 @@ def allowed_hosts() -> ssrf.AllowList:
         return _allow_list(tuple(entries))
     except ValueError as exc:
         raise ImproperlyConfigured(f"HUB_PLATFORM_ALLOWED_HOSTS: {exc}") from None
+
+
+@checks.register(checks.Tags.security)
+def check_allowed_hosts_setting(app_configs=None, **kwargs) -> list:
+    """A malformed HUB_PLATFORM_ALLOWED_HOSTS stops the server at start, not at the first PUT."""
+    try:
+        allowed_hosts()
+    except ImproperlyConfigured as exc:
+        return [checks.Error(str(exc), id="plugins_app.E001")]
+    return []
 
 
 @functools.lru_cache(maxsize=8)

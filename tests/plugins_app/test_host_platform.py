@@ -259,6 +259,8 @@ def test_the_allow_list_setting_must_parse(settings):
     settings.HUB_PLATFORM_ALLOWED_HOSTS = ["10.0.0.0/99"]
     with pytest.raises(ImproperlyConfigured, match="10.0.0.0/99"):
         platform.allowed_hosts()
+    [error] = platform.check_allowed_hosts_setting()
+    assert error.id == "plugins_app.E001"
 
 
 # --- no signing secret, no delivery --------------------------------------------------------------
