@@ -30,11 +30,12 @@ def engine_figures(n: int = 5000) -> dict:
     process, then through the pool (IPC + JSON included)."""
     from plugins_app.runtime.chain import Handler, run_chain
     from plugins_app.runtime.hooks import HOOKS
-    from plugins_app.runtime.pool import EnginePool
+    from plugins_app.runtime.supervisor import local_supervisor
 
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {max(allowed)})   # the engine process inherits it: "per core" literally
-    pool = EnginePool(size=1)
+    supervisor = local_supervisor(engines=1, lane=0)
+    pool = supervisor.tier()
     try:
         handlers = []
         for i in range(3):
@@ -42,11 +43,10 @@ def engine_figures(n: int = 5000) -> dict:
             handlers.append(Handler(str(i + 1), f"p{i}", f"h{i}", compiled["code"]))
         spec = HOOKS["systemPrompt"]
         run_chain(pool, "bench", spec, handlers, CONTEXT)   # warm: isolate + compartments
-        with pool.engine_for("bench") as engine:
-            reply = engine.request({
-                "op": "bench", "account": "bench", "hook": "systemPrompt", "n": n, "budgetMs": 5000,
-                "context": CONTEXT, "host": {"session": None, "workspace": True, "ssh": False},
-                "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in handlers]}, silence_limit=120)
+        reply = pool.request("bench", {
+            "op": "bench", "account": "bench", "hook": "systemPrompt", "n": n, "budgetMs": 5000,
+            "context": CONTEXT, "host": {"session": None, "workspace": True, "ssh": False},
+            "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in handlers]}, silence_limit=120)
         in_engine = reply["n"] / reply["seconds"]
         started = time.perf_counter()
         m = n // 5
@@ -56,6 +56,7 @@ def engine_figures(n: int = 5000) -> dict:
         return {"in_engine_chains_per_s": in_engine, "pool_chains_per_s": via_pool}
     finally:
         pool.shutdown()
+        supervisor.stop()
         os.sched_setaffinity(0, allowed)
 
 
