@@ -9,6 +9,7 @@ from plugins_app.services.host_members import agents, log
 
 from . import host_serializers as hs
 from .edge import body
+from .schema import page_of
 from .views import AccountView, Pagination, _AuditListView
 
 
@@ -51,7 +52,7 @@ class AgentListView(AccountView):
     serializer_class = hs.AgentSerializer
 
     @extend_schema(parameters=[OpenApiParameter("plugin", str)], operation_id="agents_list",
-                   responses=hs.AgentSerializer(many=True))
+                   responses=page_of(hs.AgentSerializer, "AgentPage"))
     def get(self, request):
         qs = agents.list_agents(self.account, request.query_params)
         paginator = Pagination()

@@ -8,6 +8,7 @@ from plugins_app.services import cron, notifications
 
 from . import scheduling_serializers as s
 from .edge import body
+from .schema import page_of as _page_of
 from .serializers import execute_response
 from .views import AccountView, Pagination
 
@@ -16,14 +17,6 @@ def _validated(serializer_class, data, *, partial=False):
     serializer = serializer_class(data=data, partial=partial)
     serializer.is_valid(raise_exception=True)
     return serializer
-
-
-def _page_of(serializer_class, name: str):
-    """The OpenAPI shape of a paginated list (APIViews are not paginated by spectacular)."""
-    return inline_serializer(name, {"count": serializers.IntegerField(),
-                                    "next": serializers.URLField(allow_null=True),
-                                    "previous": serializers.URLField(allow_null=True),
-                                    "results": serializer_class(many=True)})
 
 
 def _paginated(view, qs, serializer_class):

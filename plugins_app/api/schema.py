@@ -45,3 +45,144 @@ def add_hook_contexts(result, generator, request, public):
             target = schemas[body["$ref"].rsplit("/", 1)[1]]
             target["properties"]["context"] = {"oneOf": refs, "description": "the hook's context (see the hook)"}
     return result
+
+
+def page_of(serializer_class, name: str):
+    """The OpenAPI shape of a paginated list (APIViews are not paginated by spectacular)."""
+    from drf_spectacular.utils import inline_serializer
+    from rest_framework import serializers
+    return inline_serializer(name, {"count": serializers.IntegerField(),
+                                    "next": serializers.URLField(allow_null=True),
+                                    "previous": serializers.URLField(allow_null=True),
+                                    "results": serializer_class(many=True)})
+
+
+ERROR = {
+    "type": "object",
+    "description": "Every error answer: a code, a message, and the field it is about (null when none). "
+                   "Some errors add details (`hooks`, `errors`, `fields`, `status`, ...).",
+    "properties": {"error": {
+        "type": "object",
+        "properties": {"code": {"type": "string"}, "message": {"type": "string"},
+                       "field": {"type": "string", "nullable": True,
+                                 "description": "the field, parameter or body path the error is about"}},
+        "required": ["code", "message", "field"],
+    }},
+    "required": ["error"],
+}
+
+# First path segment under /api/v1/ -> tag.
+TAGS = {
+    "ping": "keys", "hooks": "hooks", "chains": "chains", "plugins": "plugins", "catalog": "plugins",
+    "cancellations": "audit", "warnings": "audit", "usage": "audit", "logs": "audit",
+    "platform": "platform", "agents": "platform",
+    "cron-jobs": "scheduling", "cron-runs": "scheduling", "notifications": "scheduling",
+    "ssh-hosts": "ssh", "ssh": "ssh",
+}
+TAG_DESCRIPTIONS = {
+    "keys": "Checking an account key.",
+    "hooks": "The 14 hooks and running an account's chain for one.",
+    "chains": "The order plugins run in, per hook.",
+    "plugins": "Installing, enabling, granting and configuring plugins; the official catalog.",
+    "audit": "Cancellations, handler warnings, plugin logs and usage.",
+    "platform": "The platform bridge and the agents the platform registers.",
+    "scheduling": "Cron jobs, their runs, and agents' timers.",
+    "ssh": "SSH hosts and the gateway that runs agents' SSH operations.",
+}
+
+# Operations whose view gives no summary of its own.
+SUMMARIES = {
+    "agents_list": "The account's agents",
+    "v1_agents_retrieve": "One agent",
+    "v1_agents_update": "Register or replace an agent",
+    "v1_agents_destroy": "Forget an agent",
+    "v1_cancellations_list": "The cancel log, filtered, newest first",
+    "v1_catalog_retrieve": "The official plugins and whether this account installed them",
+    "v1_chains_retrieve": "A hook's chain, in order",
+    "v1_chains_update": "Reorder a chain, or move one installation in it",
+    "v1_cron_jobs_create": "Create a cron job",
+    "v1_cron_jobs_retrieve": "One cron job",
+    "v1_cron_jobs_destroy": "Delete a cron job",
+    "v1_cron_runs_retrieve": "One cron run",
+    "v1_logs_list": "What plugins wrote with host.log, newest first",
+    "v1_notifications_retrieve": "One timer",
+    "v1_ping_retrieve": "Check a key",
+    "v1_ping_create": "Check a key (POST)",
+    "v1_platform_retrieve": "The platform bridge's address (the secret is never returned)",
+    "v1_platform_update": "Set the platform bridge's address and signing secret",
+    "plugins_list": "The account's installations",
+    "v1_plugins_create": "Install a plugin from source or from the catalog",
+    "v1_plugins_retrieve": "One installation",
+    "v1_plugins_partial_update": "Enable or disable an installation",
+    "v1_plugins_destroy": "Uninstall",
+    "v1_plugins_grant_create": "Grant an installation its permissions",
+    "v1_plugins_settings_partial_update": "Change an official plugin's settings",
+    "ssh_hosts_list": "The account's SSH hosts",
+    "v1_ssh_hosts_create": "Add an SSH host",
+    "v1_ssh_hosts_retrieve": "One SSH host",
+    "v1_ssh_hosts_partial_update": "Change an SSH host",
+    "v1_ssh_hosts_destroy": "Delete an SSH host",
+    "v1_ssh_execute_create": "Run an agent's SSH operation through its hooks",
+    "v1_usage_list": "Handler runs and time per plugin, hook and day",
+    "v1_warnings_list": "Handler warnings, filtered, newest first",
+}
+
+# Operations that can answer 409 (a name already used, an object in use, a run already closed).
+CONFLICTS = {"v1_plugins_create", "v1_ssh_hosts_create", "v1_ssh_hosts_partial_update", "v1_ssh_hosts_destroy",
+             "v1_cron_runs_complete_create", "v1_ssh_execute_create"}
+# Operations that reach a server outside the hub and answer 502 when it fails.
+UPSTREAM = {"v1_ssh_execute_create"}
+# Operations without a path id that look up an id from their body.
+BODY_LOOKUPS = {"v1_ssh_execute_create"}
+
+_ERRORS = {
+    400: "The request is malformed: a bad field, parameter, id or body (named in `field`).",
+    401: "No key, or not an active account key.",
+    404: "No such object in this account (or a path id that names none, or an unknown hook).",
+    409: "Conflicts with the account's current state.",
+    413: "The body is over the 1 MiB limit.",
+    415: "The body is not JSON.",
+    502: "The server the operation needs could not be reached.",
+}
+
+
+def document_errors(result, generator, request, public):
+    """drf-spectacular postprocessing hook: the error shape, each operation's error answers, its tag
+    and its summary."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
+    used = set()
+    for path, operations in result.get("paths", {}).items():
+        segment = path.removeprefix("/api/v1/").split("/", 1)[0]
+        for method, op in operations.items():
+            tag = TAGS.get(segment, segment)
+            op["tags"] = [tag]
+            used.add(tag)
+            if "summary" not in op and op.get("operationId") in SUMMARIES:
+                op["summary"] = SUMMARIES[op["operationId"]]
+            for status in _error_statuses(op):
+                op["responses"].setdefault(str(status), {
+                    "description": _ERRORS[status],
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+    result["tags"] = [{"name": name, "description": TAG_DESCRIPTIONS.get(name, "")}
+                      for name in TAG_DESCRIPTIONS if name in used]
+    return result
+
+
+def _error_statuses(op) -> list[int]:
+    params = op.get("parameters", [])
+    statuses = [400, 401]
+    if any(p["in"] == "path" for p in params) or any(p["name"] in ("hook", "page") for p in params) \
+            or _is_page(op) or op.get("operationId") in BODY_LOOKUPS:
+        statuses.append(404)
+    if op.get("operationId") in CONFLICTS:
+        statuses.append(409)
+    if "requestBody" in op:
+        statuses += [413, 415]
+    if op.get("operationId") in UPSTREAM:
+        statuses.append(502)
+    return statuses
+
+
+def _is_page(op) -> bool:
+    ok = op.get("responses", {}).get("200", {}).get("content", {}).get("application/json", {}).get("schema", {})
+    return ok.get("$ref", "").endswith("Page") or "Paginated" in ok.get("$ref", "")

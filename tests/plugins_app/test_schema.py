@@ -33,3 +33,36 @@ def test_schema_generates_without_errors_or_warnings(tmp_path):
     target = tmp_path / "schema.yml"
     call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(target))
     assert "/api/v1/hooks/{hook}/execute" in target.read_text()
+
+
+def _operations(schema):
+    for path, operations in schema["paths"].items():
+        for method, op in operations.items():
+            yield method, path, op
+
+
+def test_every_operation_has_a_summary_a_tag_and_its_error_answers(client):
+    schema = yaml.safe_load(client.get("/api/schema/").content)
+    error = schema["components"]["schemas"]["Error"]
+    assert error["properties"]["error"]["required"] == ["code", "message", "field"]
+    tags = {tag["name"] for tag in schema["tags"]}
+    for method, path, op in _operations(schema):
+        assert op.get("summary"), (method, path)
+        assert len(op["tags"]) == 1 and op["tags"][0] in tags, (method, path)
+        for status in ("400", "401"):
+            assert op["responses"][status]["content"]["application/json"]["schema"] == {
+                "$ref": "#/components/schemas/Error"}, (method, path, status)
+        if "requestBody" in op:
+            assert {"413", "415"} <= set(op["responses"]), (method, path)
+        if "{" in path:
+            assert "404" in op["responses"], (method, path)
+    assert "409" in schema["paths"]["/api/v1/plugins"]["post"]["responses"]
+
+
+def test_paginated_lists_are_documented_as_pages(client):
+    schema = yaml.safe_load(client.get("/api/schema/").content)
+    components = schema["components"]["schemas"]
+    for path in ("/api/v1/agents", "/api/v1/cancellations", "/api/v1/cron-jobs", "/api/v1/logs"):
+        ref = schema["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+        page = components[ref.rsplit("/", 1)[1]]
+        assert {"count", "next", "previous", "results"} <= set(page["properties"]), path
