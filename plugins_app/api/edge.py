@@ -3,6 +3,7 @@
 import functools
 from urllib.parse import unquote_to_bytes
 
+from django.core.handlers.wsgi import get_bytes_from_wsgi
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
@@ -40,14 +41,14 @@ def check_request(view, request, kwargs: dict) -> None:
 
 
 def check_query(request) -> None:
-    raw = request._request.META.get("QUERY_STRING", "")
-    if not raw or (raw.isascii() and "%" not in raw):
+    raw = get_bytes_from_wsgi(request._request.META, "QUERY_STRING", "")   # as Django reads it
+    if not raw or (raw.isascii() and b"%" not in raw):
         return
-    for part in raw.split("&"):
-        name, _, value = part.partition("=")
-        name_bytes = unquote_to_bytes(name.replace("+", " "))
+    for part in raw.split(b"&"):
+        name, _, value = part.partition(b"=")
+        name_bytes = unquote_to_bytes(name.replace(b"+", b" "))
         field = name_bytes.decode("utf-8", "backslashreplace").replace("\x00", "\\u0000")
-        for piece in (name_bytes, unquote_to_bytes(value.replace("+", " "))):
+        for piece in (name_bytes, unquote_to_bytes(value.replace(b"+", b" "))):
             try:
                 text = piece.decode("utf-8")
             except UnicodeDecodeError:

@@ -90,6 +90,13 @@ def test_bad_text_in_a_query_parameter_is_400_naming_it(api_client, query, field
     assert error_of(response)["field"] == field
 
 
+def test_raw_bytes_in_a_query_are_read_as_django_reads_them(api_client):
+    response = api_client.get("/api/v1/logs", QUERY_STRING="installationId=\xc2\xb2")   # a raw "²"
+    assert (response.status_code, error_of(response)["field"]) == (400, "installationId")
+    response = api_client.get("/api/v1/logs", QUERY_STRING="plugin=\xff")
+    assert (response.status_code, error_of(response)["field"]) == (400, "plugin")
+
+
 def test_nul_in_a_path_parameter_is_400(api_client):
     response = api_client.get("/api/v1/agents/a%00b")
     assert response.status_code == 400
