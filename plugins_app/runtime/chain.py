@@ -99,7 +99,7 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
     now = time.time()
     runnable = [h for h in handlers if not h.quarantined(now)]
     if not runnable:   # nothing (left) hooks this point: no engine needed
-        return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [], context, trace_values))
+        return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [], context, trace_values, now))
     by_id = {h.installation_id: h for h in runnable}
     request = {"op": Op.RUN.value, "account": account_key, "hook": spec.name, "context": dict(context),
                "budgetMs": budget_ms, "host": host_plan(spec, context, hop), "traceValues": trace_values,
@@ -111,16 +111,16 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
         return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [
             HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0,
                          f"the hook engine stopped while running this chain ({down.kind}); the value went on unchanged",
-                         crash=down.kind) for h in runnable], context, trace_values))
+                         crash=down.kind) for h in runnable], context, trace_values, now))
     if "loadError" in reply:
         return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [
             HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0, f"could not load: {reply['loadError']}")
-            for h in runnable], context, trace_values))
+            for h in runnable], context, trace_values, now))
     trace = [_trace(spec, by_id[t["id"]], t) for t in reply["trace"]]
     cancellation = None
     if reply.get("cancellation"):
         cancellation = _cancellation(runnable[reply["cancellation"]["index"]], reply["cancellation"])
-    return _finish(spec, context, reply["context"], cancellation, _skipped(spec, handlers, trace, context, trace_values))
+    return _finish(spec, context, reply["context"], cancellation, _skipped(spec, handlers, trace, context, trace_values, now))
 
 
 def _request(tier, account_key, request, by_id, host, on_slow, lane, budget_ms) -> dict:
@@ -153,9 +153,8 @@ def _request(tier, account_key, request, by_id, host, on_slow, lane, budget_ms) 
 
 
 def _skipped(spec: HookSpec, handlers: list[Handler], trace: list[HandlerTrace], context: dict,
-             trace_values: bool) -> list[HandlerTrace]:
+             trace_values: bool, now: float) -> list[HandlerTrace]:
     """The trace in chain order, with an entry for each quarantined handler that was skipped."""
-    now = time.time()
     if not any(h.quarantined(now) for h in handlers):
         return trace
     ran = {t.installation_id: t for t in trace}

@@ -11,12 +11,11 @@ from py_mini_racer import MiniRacer
 from py_mini_racer._exc import JSEvalException
 
 from . import jsassets
-from .isolate import Isolate, IsolateLost
+from .isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
 
 if TYPE_CHECKING:
     from .engine_process import Engine
 
-LOAD_TIMEOUT_SECONDS = 1.0
 
 
 class Compiler:

@@ -11,20 +11,19 @@ import socket
 import sys
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 import uvloop
+
 from . import protocol, wire
-from .isolate import Isolate, IsolateLost
+from .engine_compile import Compiler
+from .engine_run import RunState, run_chain
+from .isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
 from .protocol import Op
 
-GRACE_SECONDS = 0.25         # slack over a handler's budget before a silent isolate counts as wedged
-SLICE_SECONDS = 0.05         # how often a running chain's progress is looked at
 BUSY_SECONDS = 0.02          # a chain holding the isolate longer than this sends newcomers elsewhere
-SLOW_NOTICE_SECONDS = 0.5    # a handler keeping the isolate's thread this long is reported once
 MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewhere
-LOAD_TIMEOUT_SECONDS = 1.0
 CODE_CACHE_BYTES = 128 * 1024 * 1024
 UNCHARGED_MEMBERS = {"ssh.command"}   # awaiting these does not count against the 5 s budget
 
@@ -52,19 +51,6 @@ class Job:
     started: float = 0.0
 
 
-@dataclass
-class RunState:
-    """What the engine tracks of the chain in progress (the harness tracks the rest)."""
-
-    seq: int
-    job: Job
-    index: int = -1
-    uncharged_seconds: float = 0.0
-    uncharged_inflight: int = 0
-    slow_noticed: bool = False
-    handler_ids: list = field(default_factory=list)
-
-
 class Engine:
     def __init__(self, memory_mb: int, limits: protocol.Limits, spare: bool = True):
         self.memory_mb = memory_mb
@@ -84,7 +70,7 @@ class Engine:
         self.run_seq = 0
         self.replaced = 0
         self._bounce_timer: asyncio.TimerHandle | None = None
-        from .engine_compile import Compiler
+        self.only_client: Client | None = None   # a private engine's one connection
         self.compiler = Compiler(self)
 
     # -- connections ---------------------------------------------------------------------------
@@ -118,7 +104,7 @@ class Engine:
             message = wire.loads(client.conn.recv_bytes())
         except (EOFError, OSError):
             self._drop(client)
-            if getattr(self, "only_client", None) is client:
+            if self.only_client is client:
                 os._exit(0)   # a private engine lives as long as its one connection
             return
         op = message.get("op")
@@ -259,7 +245,6 @@ class Engine:
 
     # -- chains ----------------------------------------------------------------------------------
     async def run(self, job: Job) -> dict:
-        from .engine_run import run_chain
         return await run_chain(self, job)
 
     # -- host calls from JS ------------------------------------------------------------------------

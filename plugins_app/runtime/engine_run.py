@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from py_mini_racer._exc import JSEvalException, JSOOMException
@@ -16,6 +17,24 @@ from .v8_queue import Early
 
 if TYPE_CHECKING:
     from .engine_process import Engine, Job
+
+GRACE_SECONDS = 0.25         # slack over a handler's budget before a silent isolate counts as wedged
+SLICE_SECONDS = 0.05         # how often a running chain's progress is looked at
+SLOW_NOTICE_SECONDS = 0.5    # a handler keeping the isolate's thread this long is reported once
+
+
+@dataclass
+class RunState:
+    """What the engine tracks of the chain in progress (the harness tracks the rest)."""
+
+    seq: int
+    job: "Job"
+    handler_ids: list
+    index: int = -1
+    uncharged_seconds: float = 0.0
+    uncharged_inflight: int = 0
+    slow_noticed: bool = False
+
 
 CRASH_WARNINGS = {
     CrashKind.WEDGED.value: "never yielded within {budget} ms (its isolate was closed and replaced)",
@@ -110,7 +129,6 @@ def _entry(handler_id: str, status: str, warning: str, duration_ms: float, crash
 
 
 async def _attempt(engine: "Engine", iso: Isolate, job: "Job", batch: list, context: dict, early: bool) -> dict:
-    from .engine_process import RunState
     req = job.message
     engine.run_seq += 1
     state = engine.state = RunState(seq=engine.run_seq, job=job, handler_ids=[h["id"] for h in batch])
@@ -120,7 +138,7 @@ async def _attempt(engine: "Engine", iso: Isolate, job: "Job", batch: list, cont
     budget = req["budgetMs"] / 1000
     answer = None
     if early and job.message.get("op") == Op.RUN.value:
-        answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes, job.client.conn.fileno())
+        answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes)
     try:
         iso.queue.post(f"__hub.run({wire.js_string(payload)})", answered=False)
         iso.queue.post("__hub.poll()", early=answer)
@@ -155,7 +173,7 @@ async def _follow(engine: "Engine", iso: Isolate, state, budget: float, raw) -> 
             iso.queue.post(f"__hub.expire({index}); 1", answered=False)
         else:
             engine.host_activity.clear()
-            wait = min(0.05, max(0.0, deadline - time.time())) or 0.05
+            wait = min(SLICE_SECONDS, max(0.0, deadline - time.time())) or SLICE_SECONDS
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
                     await engine.host_activity.wait()
@@ -166,7 +184,6 @@ async def _follow(engine: "Engine", iso: Isolate, state, budget: float, raw) -> 
 async def _answer(engine: "Engine", iso: Isolate, state, budget: float):
     """The next queued evaluation's value. Waits in slices, watching the running handler through
     the progress buffer: past its budget with the isolate still silent, the isolate is lost."""
-    from .engine_process import GRACE_SECONDS, SLICE_SECONDS, SLOW_NOTICE_SECONDS
     while True:
         if await iso.queue.wait(SLICE_SECONDS):
             try:

@@ -19,6 +19,7 @@ from .v8_queue import EvalQueue
 
 _HEADER = struct.Struct("<4id")   # the harness's progress header: seq, index, checkpoint length/index, started
 CLOSE_TIMEOUT_SECONDS = 5.0
+LOAD_TIMEOUT_SECONDS = 1.0   # loading one installation's code (its top level must finish by then)
 
 
 class IsolateLost(Exception):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from plugins_app.models import HandlerWarning, Installation
+from plugins_app.models import HandlerWarning, Installation, UsageDaily
 
 from .conftest import PROMPT, appender
 
@@ -39,6 +39,8 @@ def test_three_wedges_quarantine_the_installation_and_release_brings_it_back(api
     skipped = [execute(api_client) for _ in range(2)]
     assert all(s["trace"][0]["status"] == "quarantined" and s["value"] == "base+" for s in skipped)
     assert HandlerWarning.objects.filter(installation=wedge, kind="quarantined").count() == 1
+    # Metered only when a handler actually ran: the three wedges, not the two skips.
+    assert UsageDaily.objects.get(account=account, plugin_slug=wedge.plugin.slug).runs == 3
 
     detail = api_client.get(f"/api/v1/plugins/{wedge.pk}").json()
     assert detail["quarantine"]["quarantined"] is True

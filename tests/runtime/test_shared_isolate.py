@@ -28,7 +28,12 @@ def one_engine(tmp_path):
     supervisor.stop()
 
 
-def test_accounts_in_one_isolate_see_neither_each_others_globals_nor_prototypes(make_handler, chain):
+def test_accounts_in_one_isolate_see_neither_each_others_globals_nor_prototypes(one_engine, make_handler):
+    _, tier = one_engine
+
+    def chain(hook, handlers, context, account):
+        return run_chain(tier, account, HOOKS[hook], handlers, context)
+
     writer = make_handler("globalThis.middleware.userMessageInbound = async (c) => {"
                           " globalThis.secret = c.text; try { Object.prototype.leak = c.text; } catch (e) {}"
                           " try { Array.prototype.push = () => 0; } catch (e) {} return c.text; };")
@@ -37,6 +42,7 @@ def test_accounts_in_one_isolate_see_neither_each_others_globals_nor_prototypes(
     chain("userMessageInbound", [writer], dict(INBOUND_CONTEXT, text="A's value"), account="acct-a")
     seen = chain("userMessageInbound", [reader], INBOUND_CONTEXT, account="acct-b")
     assert seen.value == "undefined,undefined,2"
+    assert {"acct-a", "acct-b"} <= set(tier.ping(tier.engines[0])["accounts"])   # one isolate held both
 
 
 def test_the_same_installation_id_in_two_accounts_runs_each_accounts_own_code(pool):
