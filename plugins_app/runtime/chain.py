@@ -12,6 +12,7 @@ from .tier import EngineDown, Tier
 
 MAX_HOPS = 4
 QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts"
+HELD_BACK_WARNING = "skipped: another call of this handler has held its engine for over a second"
 
 
 @dataclass(frozen=True)
@@ -100,23 +101,35 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
     runnable = [h for h in handlers if not h.quarantined(now)]
     if not runnable:   # nothing (left) hooks this point: no engine needed
         return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [], context, trace_values, now))
-    by_id = {h.installation_id: h for h in runnable}
-    request = {"op": Op.RUN.value, "account": account_key, "hook": spec.name, "context": dict(context),
-               "budgetMs": budget_ms, "host": host_plan(spec, context, hop), "traceValues": trace_values,
-               "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in runnable]}
-    lane = any(h.in_slow_lane(now) for h in runnable)
-    try:
-        reply = _request(tier, account_key, request, by_id, host, on_slow, lane, budget_ms)
-    except EngineDown as down:
-        return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [
-            HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0,
-                         f"the hook engine stopped while running this chain ({down.kind}); the value went on unchanged",
-                         crash=down.kind) for h in runnable], context, trace_values, now))
+    held_back: list[HandlerTrace] = []
+    while True:
+        by_id = {h.installation_id: h for h in runnable}
+        request = {"op": Op.RUN.value, "account": account_key, "hook": spec.name, "context": dict(context),
+                   "budgetMs": budget_ms, "host": host_plan(spec, context, hop), "traceValues": trace_values,
+                   "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in runnable]}
+        lane = any(h.in_slow_lane(now) for h in runnable)
+        try:
+            reply = _request(tier, account_key, request, by_id, host, on_slow, lane, budget_ms)
+        except EngineDown as down:
+            return _finish(spec, context, dict(context), None, _skipped(spec, handlers, held_back + [
+                HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0,
+                             f"the hook engine stopped while running this chain ({down.kind}); the value went on unchanged",
+                             crash=down.kind) for h in runnable], context, trace_values, now))
+        if not reply.get("holder"):
+            break
+        # Another call of this account is stuck in that handler: leave it out rather than wait
+        # behind it or run it a second time.
+        holder = by_id[reply["holder"]]
+        runnable = [h for h in runnable if h is not holder]
+        held_back.append(HandlerTrace(holder.installation_id, holder.plugin, "quarantined", False, 0.0,
+                                      HELD_BACK_WARNING, value=spec.value_of(context) if trace_values else None))
+        if not runnable:
+            return _finish(spec, context, dict(context), None, _skipped(spec, handlers, held_back, context, trace_values, now))
     if "loadError" in reply:
-        return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [
+        return _finish(spec, context, dict(context), None, _skipped(spec, handlers, held_back + [
             HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0, f"could not load: {reply['loadError']}")
             for h in runnable], context, trace_values, now))
-    trace = [_trace(spec, by_id[t["id"]], t) for t in reply["trace"]]
+    trace = held_back + [_trace(spec, by_id[t["id"]], t) for t in reply["trace"]]
     cancellation = None
     if reply.get("cancellation"):
         cancellation = _cancellation(runnable[reply["cancellation"]["index"]], reply["cancellation"])
@@ -142,21 +155,29 @@ def _request(tier, account_key, request, by_id, host, on_slow, lane, budget_ms) 
     # The engine answers every handler within its budget (it closes an isolate that won't): this
     # is only the limit for an engine process that stopped answering altogether.
     silence = (budget_ms / 1000 + 1) * len(by_id) + 10
+    # Code this process has not shipped yet goes with the request, saving the engine's "missing"
+    # round trip on an account's first call; an engine that lost it (replaced) still asks.
+    unsent = tier.unsent(account_key, [(h.installation_id, h.code_hash) for h in by_id.values()])
+    if unsent:
+        request["code"] = _code(by_id, unsent)
     reply = tier.request(account_key, request, on_host, slow, lane, silence)
     if "missing" in reply:
-        request["code"] = {i: {"hash": by_id[i].code_hash, "code": by_id[i].code, "config": by_id[i].config}
-                           for i in reply["missing"]}
+        request["code"] = _code(by_id, reply["missing"])
         reply = tier.request(account_key, request, on_host, slow, lane, silence)
+    if unsent:
+        tier.mark_shipped(account_key, [(i, by_id[i].code_hash) for i in unsent])
     if reply.get("fatal"):
         raise EngineDown(CrashKind.CRASHED.value)
     return reply
 
 
+def _code(by_id: dict[str, Handler], ids) -> dict:
+    return {i: {"hash": by_id[i].code_hash, "code": by_id[i].code, "config": by_id[i].config} for i in ids}
+
+
 def _skipped(spec: HookSpec, handlers: list[Handler], trace: list[HandlerTrace], context: dict,
              trace_values: bool, now: float) -> list[HandlerTrace]:
     """The trace in chain order, with an entry for each quarantined handler that was skipped."""
-    if not any(h.quarantined(now) for h in handlers):
-        return trace
     ran = {t.installation_id: t for t in trace}
     merged = []
     for h in handlers:

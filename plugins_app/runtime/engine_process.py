@@ -18,7 +18,7 @@ import uvloop
 
 from . import protocol, wire
 from .engine_compile import Compiler
-from .engine_run import RunState, run_chain
+from .engine_run import DEMOTED_NICE, RunState, run_chain
 from .isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
 from .protocol import Op
 
@@ -71,6 +71,7 @@ class Engine:
         self.replaced = 0
         self._bounce_timer: asyncio.TimerHandle | None = None
         self.only_client: Client | None = None   # a private engine's one connection
+        self.base_nice = os.getpriority(os.PRIO_PROCESS, 0)
         self.compiler = Compiler(self)
 
     # -- connections ---------------------------------------------------------------------------
@@ -125,23 +126,60 @@ class Engine:
         iso = self.isolate
         return {"pong": True, "pid": os.getpid(), "replaced": self.replaced,
                 "accounts": sorted({key.split("/", 1)[0] for key in iso.loaded}) if iso else [],
-                "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs)}
+                "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs),
+                "holding": self.state.holder if self.state else None}
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
     def _admit(self, client: Client, message: dict) -> None:
-        if not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED):
-            self._refuse(Job(client, message))
+        job = Job(client, message)
+        if self._holder_for(job) or (not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED)):
+            self._refuse(job)
             return
-        self.jobs.append(Job(client, message))
+        self.jobs.append(job)
         self.jobs_ready.set()
 
     def _busy(self) -> bool:
         return self.running is not None and time.monotonic() - self.running.started > BUSY_SECONDS
 
+    def _holder_for(self, job: Job) -> str | None:
+        """The handler of `job`'s chain that is holding this isolate far too long in another call
+        of the same account: that call must not wait behind it, nor run it a second time."""
+        state = self.state
+        if state is None or state.holder is None or job.message.get("account") != state.job.message.get("account"):
+            return None
+        wanted = {h.get("id") for h in job.message.get("handlers") or [] if isinstance(h, dict)}
+        return state.holder if state.holder in wanted else None
+
     def _refuse(self, job: Job) -> None:
         running = self.running.message.get("account") if self.running else None
-        job.client.send(protocol.result(job.message.get("id"), busy=True,
+        job.client.send(protocol.result(job.message.get("id"), busy=True, holder=self._holder_for(job),
                                         lane=running is not None and job.message.get("account") == running))
+
+    def held_long(self, iso: Isolate) -> None:
+        """A handler has held the isolate past HOLD_SECONDS: its thread gets the CPU only when
+        nothing else wants it, and the calls of its account that wait here are sent back."""
+        self._set_nice(iso, DEMOTED_NICE)
+        keep = deque()
+        for job in self.jobs:
+            if self._holder_for(job):
+                self._refuse(job)
+            else:
+                keep.append(job)
+        self.jobs = keep
+
+    def restore(self, iso: Isolate) -> bool:
+        """Give a demoted isolate thread its priority back; False if the system won't allow it."""
+        return self._set_nice(iso, self.base_nice)
+
+    @staticmethod
+    def _set_nice(iso: Isolate, nice: int) -> bool:
+        if iso.queue is None or iso.queue.thread_id is None:
+            return True
+        try:
+            os.setpriority(os.PRIO_PROCESS, iso.queue.thread_id, nice)   # one thread on Linux
+            return True
+        except (PermissionError, ProcessLookupError):
+            return False
 
     def _bounce_waiting(self) -> None:
         keep = deque()

@@ -18,9 +18,11 @@ from .v8_queue import Early
 if TYPE_CHECKING:
     from .engine_process import Engine, Job
 
-GRACE_SECONDS = 0.25         # slack over a handler's budget before a silent isolate counts as wedged
+GRACE_SECONDS = 0.05         # slack over a handler's budget before a silent isolate counts as wedged
 SLICE_SECONDS = 0.05         # how often a running chain's progress is looked at
 SLOW_NOTICE_SECONDS = 0.5    # a handler keeping the isolate's thread this long is reported once
+HOLD_SECONDS = 1.0           # ...and this long: its thread yields the CPU, its account's other calls skip it
+DEMOTED_NICE = 19
 
 
 @dataclass
@@ -34,6 +36,7 @@ class RunState:
     uncharged_seconds: float = 0.0
     uncharged_inflight: int = 0
     slow_noticed: bool = False
+    holder: str | None = None   # the handler holding the isolate past HOLD_SECONDS, if any
 
 
 CRASH_WARNINGS = {
@@ -139,6 +142,7 @@ async def _attempt(engine: "Engine", iso: Isolate, job: "Job", batch: list, cont
     answer = None
     if early and job.message.get("op") == Op.RUN.value:
         answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes)
+    lost = False
     try:
         iso.queue.post(f"__hub.run({wire.js_string(payload)})", answered=False)
         iso.queue.post("__hub.poll()", early=answer)
@@ -146,13 +150,16 @@ async def _attempt(engine: "Engine", iso: Isolate, job: "Job", batch: list, cont
         if answered:
             return {"answeredEarly": True}
         return await _follow(engine, iso, state, budget, raw)
-    except IsolateLost as lost:
+    except IsolateLost as lost_isolate:
+        lost = True
         # Read where the chain was now: the isolate's memory is gone once it is replaced.
-        lost.index, lost.checkpoint = _where(iso, state)
+        lost_isolate.index, lost_isolate.checkpoint = _where(iso, state)
         raise
     finally:
         if engine.state is state:
             engine.state = None
+        if state.holder is not None and not lost and not engine.restore(iso):
+            await engine.replace_isolate()   # its thread can't get its priority back: start afresh
 
 
 async def _follow(engine: "Engine", iso: Isolate, state, budget: float, raw) -> dict:
@@ -184,8 +191,9 @@ async def _follow(engine: "Engine", iso: Isolate, state, budget: float, raw) -> 
 async def _answer(engine: "Engine", iso: Isolate, state, budget: float):
     """The next queued evaluation's value. Waits in slices, watching the running handler through
     the progress buffer: past its budget with the isolate still silent, the isolate is lost."""
+    wait = SLICE_SECONDS
     while True:
-        if await iso.queue.wait(SLICE_SECONDS):
+        if await iso.queue.wait(wait):
             try:
                 value = iso.queue.take_ready()
             except JSOOMException:
@@ -205,8 +213,14 @@ async def _answer(engine: "Engine", iso: Isolate, state, budget: float):
             if 0 <= index < len(state.handler_ids):
                 state.job.client.send({"op": Op.SLOW.value, "handler": state.handler_ids[index],
                                        "heldMs": round(held * 1000)})
-        if held > budget + state.uncharged_seconds + GRACE_SECONDS and not state.uncharged_inflight:
+        if state.holder is None and held > HOLD_SECONDS and not state.uncharged_inflight:
+            if 0 <= index < len(state.handler_ids):
+                state.holder = state.handler_ids[index]
+                engine.held_long(iso)
+        overdue = held - (budget + state.uncharged_seconds + GRACE_SECONDS)
+        if overdue > 0 and not state.uncharged_inflight:
             raise IsolateLost(CrashKind.WEDGED.value)
+        wait = min(SLICE_SECONDS, max(0.005, -overdue))   # wake right at the deadline, not a slice past it
 
 
 def _note_index(state, index: int) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import zlib
+from collections import OrderedDict
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Callable
@@ -20,6 +21,7 @@ from .protocol import CrashKind, Op
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CONNECT_TIMEOUT_SECONDS = 30.0
 MAX_PRIVATE_ENGINES = 8
+MAX_SHIPPED = 100_000   # (account, installation, hash) this process remembers having sent
 
 HostHandler = Callable[[dict], dict]
 SlowHandler = Callable[[str], None]
@@ -135,6 +137,21 @@ class Tier:
         self._private_lock = threading.Lock()
         self._private_idle: list[PrivateEngine] = []
         self.private_count = 0
+        self._shipped: OrderedDict[tuple, None] = OrderedDict()   # (account, id, hash) sent to an engine
+        self._shipped_lock = threading.Lock()
+
+    # -- code shipping -------------------------------------------------------------------------
+    def unsent(self, account_key: str, handlers: list[tuple[str, str]]) -> list[str]:
+        """The installation ids whose code (at that hash) this process has not sent yet."""
+        with self._shipped_lock:
+            return [i for i, h in handlers if (account_key, i, h) not in self._shipped]
+
+    def mark_shipped(self, account_key: str, handlers: list[tuple[str, str]]) -> None:
+        with self._shipped_lock:
+            for i, h in handlers:
+                self._shipped[(account_key, i, h)] = None
+            while len(self._shipped) > MAX_SHIPPED:
+                self._shipped.popitem(last=False)
 
     # -- links ---------------------------------------------------------------------------------
     def _link(self, address: str) -> EngineLink:
@@ -169,8 +186,8 @@ class Tier:
         order = self.order(account_key, lane)
         for address in order:
             reply = self._send(address, message, on_host, on_slow, silence_limit)
-            if not reply.get("busy"):
-                return reply
+            if not reply.get("busy") or reply.get("holder"):
+                return reply   # a holder: the caller leaves that handler out and asks again
             if reply.get("lane") and not lane:
                 # This account's own chain keeps that engine busy: don't spread it to the others.
                 return self._route(account_key, message, on_host, on_slow, True, silence_limit)

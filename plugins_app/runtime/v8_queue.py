@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 from collections import deque
 from typing import Callable
 
@@ -42,6 +43,7 @@ class _Results:
         self._ctx = ctx
         self.items: deque = deque()   # [value handle, converted value or _UNCONVERTED, answered early]
         self.early: Early | None = None
+        self.thread_id: int | None = None   # the isolate's thread, learnt from its first result
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._loop = asyncio.get_running_loop()
@@ -49,6 +51,8 @@ class _Results:
         self._loop.add_reader(self._wake_r, self._woken)   # once: not an epoll change per wait
 
     def put(self, handle) -> None:   # the isolate's thread
+        if self.thread_id is None:
+            self.thread_id = threading.get_native_id()
         item = [handle, _UNCONVERTED, False]   # the handle is kept: handles are freed off this thread
         queued = False
         early = self.early
@@ -136,6 +140,11 @@ class EvalQueue:
     async def wait(self, timeout: float) -> bool:
         """True once the oldest outstanding evaluation has answered (take_ready() then has it)."""
         return await self._results.wait(timeout)
+
+    @property
+    def thread_id(self) -> int | None:
+        """The native id of the isolate's thread (None until it has answered once)."""
+        return self._results.thread_id
 
     def take_ready(self) -> tuple[object, bool]:
         """The oldest outstanding evaluation's value once wait() said it is there."""

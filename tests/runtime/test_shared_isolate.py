@@ -5,6 +5,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -122,3 +123,48 @@ def test_a_busy_engine_sends_another_account_elsewhere(make_handler, chain, pool
     assert chain("systemPrompt", [good], PROMPT_CONTEXT, account=other).value == "base+"
     assert other in pool.ping(second)["accounts"]   # served there, not queued behind the hog
     hog.join(10)
+
+
+def test_another_call_of_a_handler_holding_its_engine_skips_it_instead_of_waiting(tmp_path, make_handler, request):
+    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=1).start()
+    tier = supervisor.tier()
+    request.addfinalizer(lambda: (tier.shutdown(), supervisor.stop()))
+    hog = make_handler("globalThis.middleware.systemPrompt = async (c) => {"
+                       " const t = Date.now(); while (Date.now() - t < 3000) {} return c.systemPrompt + '!'; };")
+    good = make_handler(APPEND)
+    first = threading.Thread(target=run_chain, args=(tier, "hogger", HOOKS["systemPrompt"], [hog, good], PROMPT_CONTEXT))
+    first.start()
+    deadline = time.monotonic() + 10
+    while tier.ping(tier.engines[0])["holding"] != hog.installation_id:   # held for over a second
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    engine_pid = tier.ping(tier.engines[0])["pid"]
+    assert 19 in _thread_nices(engine_pid)   # the holding thread yields the CPU to everything else
+    second = run_chain(tier, "hogger", HOOKS["systemPrompt"], [hog, good], PROMPT_CONTEXT)
+    first_still_running = first.is_alive()
+    first.join(10)
+    assert 19 not in _thread_nices(engine_pid)   # and gets its priority back once the chain is over
+    assert first_still_running   # the second call did not wait for the first to finish
+    assert [t.status for t in second.trace] == ["quarantined", "ran"]
+    assert "held its engine" in second.trace[0].warning
+    assert second.value == "base+"
+
+
+def _thread_nices(pid: int) -> set[int]:
+    nices = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        stat = (task / "stat").read_text()
+        nices.add(int(stat.rsplit(")", 1)[1].split()[16]))   # field 19: nice
+    return nices
+
+
+def test_code_is_sent_with_a_first_call_and_asked_for_when_an_engine_lacks_it(one_engine, make_handler):
+    _, tier = one_engine
+    good = make_handler(APPEND)
+    assert tier.unsent("shipper", [(good.installation_id, good.code_hash)]) == [good.installation_id]
+    assert run_chain(tier, "shipper", HOOKS["systemPrompt"], [good], PROMPT_CONTEXT).value == "base+"
+    assert tier.unsent("shipper", [(good.installation_id, good.code_hash)]) == []
+    # This process believes the engine has the code, but the engine never saw it for this account:
+    # the engine's "missing" answer brings it anyway.
+    tier.mark_shipped("stranger", [(good.installation_id, good.code_hash)])
+    assert run_chain(tier, "stranger", HOOKS["systemPrompt"], [good], PROMPT_CONTEXT).value == "base+"
