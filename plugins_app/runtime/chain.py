@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .hooks import HookSpec
-from .protocol import DEFAULT_BUDGET_MS, CrashKind, Op
+from .protocol import DEFAULT_BUDGET_MS, CrashKind, HostPlan, Op, RunRequest, RunResult
 from .tier import EngineDown, Tier
 
 MAX_HOPS = 4
@@ -76,7 +76,7 @@ class HostError(Exception):
     """A host member refused or failed; the message reaches the plugin as a rejected promise."""
 
 
-def host_plan(spec: HookSpec, context: dict, hop: int = 0) -> dict:
+def host_plan(spec: HookSpec, context: dict, hop: int = 0) -> HostPlan:
     """Which optional host members this invocation gets (session, workspace, ssh)."""
     session = None
     if spec.session_field and hop <= MAX_HOPS:
@@ -104,7 +104,7 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
     held_back: list[HandlerTrace] = []
     while True:
         by_id = {h.installation_id: h for h in runnable}
-        request = {"op": Op.RUN.value, "account": account_key, "hook": spec.name, "context": dict(context),
+        request: RunRequest = {"op": Op.RUN.value, "account": account_key, "hook": spec.name, "context": dict(context),
                    "budgetMs": budget_ms, "host": host_plan(spec, context, hop), "traceValues": trace_values,
                    "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in runnable]}
         lane = any(h.in_slow_lane(now) for h in runnable)
@@ -136,7 +136,8 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
     return _finish(spec, context, reply["context"], cancellation, _skipped(spec, handlers, trace, context, trace_values, now))
 
 
-def _request(tier, account_key, request, by_id, host, on_slow, lane, budget_ms) -> dict:
+def _request(tier: Tier, account_key: str, request: RunRequest, by_id: dict[str, Handler], host, on_slow,
+             lane: bool, budget_ms: int) -> RunResult:
     def on_host(message: dict) -> dict:
         handler = by_id.get(message.get("handler"))
         if handler is None or host is None:

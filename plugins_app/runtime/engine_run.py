@@ -12,7 +12,7 @@ from py_mini_racer._exc import JSEvalException, JSOOMException
 
 from . import wire
 from .isolate import Isolate, IsolateLost
-from .protocol import CrashKind, Op
+from .protocol import CrashKind, Op, RunResult, TraceEntry
 from .v8_queue import Early
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ CRASH_WARNINGS = {
 }
 
 
-async def run_chain(engine: "Engine", job: "Job") -> dict:
+async def run_chain(engine: "Engine", job: "Job") -> RunResult:
     req = job.message
     account = req["account"]
     if req.get("code"):
@@ -123,8 +123,8 @@ def _resume_point(req: dict, batch: list, index: int, checkpoint: dict | None, c
     return context, before + [culprit]
 
 
-def _entry(handler_id: str, status: str, warning: str, duration_ms: float, crash: str | None) -> dict:
-    entry = {"id": handler_id, "status": status, "changed": False, "durationMs": duration_ms,
+def _entry(handler_id: str, status: str, warning: str, duration_ms: float, crash: str | None) -> TraceEntry:
+    entry: TraceEntry = {"id": handler_id, "status": status, "changed": False, "durationMs": duration_ms,
              "warning": warning, "logs": [], "logsDropped": 0, "hostCalls": 0}
     if crash:
         entry["crash"] = crash

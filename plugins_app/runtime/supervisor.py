@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from .tier import PROJECT_ROOT, Tier
@@ -102,6 +101,10 @@ class Supervisor:
                 os.close(fd)
             except OSError:
                 pass
+        try:
+            self.directory.rmdir()   # only when nothing else was left in it
+        except OSError:
+            pass
 
 
 def tier_from_directory(directory: str | Path) -> Tier:

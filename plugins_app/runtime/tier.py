@@ -104,8 +104,9 @@ class PrivateEngine:
     def __init__(self, env: dict):
         parent, child = socket.socketpair()
         fd = child.detach()
+        # No spare isolate: a private engine serves one short nested chain at a time.
         self.proc = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.engine_process", f"conn={fd}"],
-                                     pass_fds=[fd], cwd=PROJECT_ROOT, env=env)
+                                     pass_fds=[fd], cwd=PROJECT_ROOT, env=dict(env, HUB_ENGINE_SPARE="0"))
         os.close(fd)
         self.link = EngineLink(Connection(parent.detach()), self.proc.pid)
         if not self.link.readable.poll(CONNECT_TIMEOUT_SECONDS * 1000):

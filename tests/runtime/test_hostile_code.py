@@ -2,7 +2,6 @@
 
 import time
 
-import pytest
 
 
 from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT

@@ -292,8 +292,6 @@
       return JSON.stringify(load(account, id, hash, code, JSON.parse(configJson)));
     },
     unload(account, id) { plugins.delete(keyOf(account, id)); },
-    // How many compartments the isolate holds (an engine's ping reports it).
-    count() { return plugins.size; },
     progressBuffer,
     // Starts a chain; its synchronous part runs now, the rest as microtasks after this eval.
     // Python reads the outcome with poll(), queued right behind: {missing} if code must be loaded.
