@@ -46,6 +46,7 @@ class HandlerTrace:
     logs: list = field(default_factory=list)
     crash: str | None = None   # a CrashKind value when this handler cost its isolate or engine
     value: Any = None      # the hook's value after this handler; filled only when asked for
+    quarantined_until: float | None = None   # set when it was skipped for a quarantine (epoch seconds)
 
     @property
     def engine_restarted(self) -> bool:
@@ -188,7 +189,8 @@ def _skipped(spec: HookSpec, handlers: list[Handler], trace: list[HandlerTrace],
             until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(h.quarantined_until))
             merged.append(HandlerTrace(h.installation_id, h.plugin, "quarantined", False, 0.0,
                                        QUARANTINE_WARNING.format(until=until),
-                                       value=spec.value_of(context) if trace_values else None))
+                                       value=spec.value_of(context) if trace_values else None,
+                                       quarantined_until=h.quarantined_until))
     return merged
 
 

@@ -74,7 +74,9 @@ def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *
     warnings = []
     for t in result.trace:
         if t.status == "quarantined":
-            quarantine.note_quarantine_skip(account, t.installation_id, spec.name, t.plugin)
+            if t.quarantined_until is not None:   # not for a call held back behind a running one
+                quarantine.note_quarantine_skip(account, t.installation_id, spec.name, t.plugin,
+                                                until=t.quarantined_until)
             continue
         if t.status == "timeout" or t.crash in MISBEHAVIOUR:
             quarantine.record_misbehaviour(account.pk, t.installation_id, t.crash or "timeout", t.warning or "")

@@ -132,10 +132,28 @@ def _skip_message(installation: Installation) -> str:
     return f"quarantined until {until}, skipped without running: {installation.quarantine_reason}"
 
 
+# (installation, end of its quarantine) this process knows the warning is written for: a
+# quarantined plugin's calls keep coming, and each would otherwise cost a query.
+_WARNED: set[tuple[int, float]] = set()
+_WARNED_LIMIT = 10_000
+
+
 def note_quarantine_skip(account, installation_id, hook: str, plugin_slug: str, *,
-                         now: datetime | None = None) -> None:
-    """Record that a chain skipped a quarantined installation: one warning per cool-down."""
+                         now: datetime | None = None, until: float | None = None) -> None:
+    """Record that a chain skipped a quarantined installation: one warning per cool-down.
+    `until` (epoch seconds), the quarantine's end as the caller saw it, lets repeated calls in one
+    cool-down skip the database."""
     account_pk, installation_pk = _as_pk(getattr(account, "pk", account)), _as_pk(installation_id)
+    if until is not None and (installation_pk, until) in _WARNED:
+        return
+    _note_quarantine_skip(account_pk, installation_pk, hook, plugin_slug, now)
+    if until is not None:
+        if len(_WARNED) >= _WARNED_LIMIT:
+            _WARNED.clear()
+        _WARNED.add((installation_pk, until))
+
+
+def _note_quarantine_skip(account_pk, installation_pk, hook: str, plugin_slug: str, now) -> None:
     unwarned = Installation.objects.filter(pk=installation_pk, account_id=account_pk,
                                            quarantined_until__gt=now or timezone.now(), quarantine_warned=False)
     # Checked outside a transaction so the common case (already warned) takes no write lock.

@@ -229,3 +229,12 @@ def test_another_accounts_installation_cannot_be_released(other_api_client, acco
     assert response.json()["error"]["code"] == "not_found"
     assert quarantine.is_quarantined(reload(slowpoke))
     assert version(account) == before
+
+
+def test_later_skips_in_one_cool_down_ask_the_database_nothing(account, slowpoke, django_assert_num_queries):
+    strike(slowpoke, 3)
+    until = reload(slowpoke).quarantined_until.timestamp()
+    quarantine.note_quarantine_skip(account, slowpoke.pk, "systemPrompt", "slowpoke", until=until)
+    assert HandlerWarning.objects.filter(kind=HandlerWarning.Kind.QUARANTINED).count() == 1
+    with django_assert_num_queries(0):
+        quarantine.note_quarantine_skip(account, slowpoke.pk, "systemPrompt", "slowpoke", until=until)
