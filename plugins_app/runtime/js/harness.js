@@ -116,12 +116,37 @@
     return harden(host);
   }
 
+  // ---- Web globals of a compartment (issue 13). Shared values are hardened once per isolate, so
+  // a plugin can't change another's copy; the aliases of the global object are the compartment's own.
+  let sharedWebGlobals = null;
+  function webGlobals() {
+    if (sharedWebGlobals === null) {
+      const queueMicrotask = (callback) => {
+        if (typeof callback !== "function") throw new TypeError("queueMicrotask: the argument must be a function");
+        Promise.resolve().then(() => callback());
+      };
+      sharedWebGlobals = harden({ Intl, queueMicrotask });
+    }
+    return sharedWebGlobals;
+  }
+
+  // `self` and `global` name the compartment's own global object, as `globalThis` does: libraries
+  // like lodash find their global through them (Function('return this') is strict code here).
+  function aliasGlobalObject(g) {
+    for (const name of ["self", "global"]) {
+      Object.defineProperty(g, name, { value: g, writable: true, enumerable: false, configurable: true });
+    }
+  }
+  // ---- end of web globals
+
   function load(account, id, hash, code, config) {
     const middleware = {};
     const slot = { host: undefined, make: null };
     // FinalizationRegistry is left out: its callbacks would run inside whichever chain is running.
-    const compartment = new Compartment({ __options__: true, globals: { Date, Math, FinalizationRegistry: undefined } });
+    const compartment = new Compartment({ __options__: true,
+      globals: { Date, Math, FinalizationRegistry: undefined, ...webGlobals() } });
     const g = compartment.globalThis;
+    aliasGlobalObject(g);
     Object.defineProperty(g, "middleware", { value: middleware, writable: false, enumerable: true, configurable: false });
     // The host object is built on first use in an invocation: most handlers never touch it.
     const currentHost = () => {
