@@ -15,7 +15,7 @@ class LimitedJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         # A view may allow a larger body (installing a bundled plugin): its `max_body_bytes`.
         view = (parser_context or {}).get("view")
-        limit = getattr(view, "max_body_bytes", None) or settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        limit = getattr(view, "max_body_bytes", None) or settings.HUB_API_MAX_BODY_BYTES
         request = (parser_context or {}).get("request")
         length = request.META.get("CONTENT_LENGTH") if request is not None else None
         if length and str(length).isdigit() and int(length) > limit:

@@ -140,7 +140,7 @@ _ERRORS = {
     401: "No key, or not an active account key.",
     404: "No such object in this account (or a path id that names none, or an unknown hook).",
     409: "Conflicts with the account's current state.",
-    413: "The body is over the 1 MiB limit.",
+    413: "The body is over its limit: 1 MiB (6 MiB for installing a plugin).",
     415: "The body is not JSON.",
     502: "The server the operation needs could not be reached.",
 }

@@ -19,7 +19,7 @@ from .ids import parse_id
 MAX_SOURCE_CHARS = 2 * 1024 * 1024   # a bundled library fits (zod minified is 0.3-0.5 MiB)
 # An install body carries the source as a JSON string: escaping (\" and \\, \uXXXX) and multi-byte
 # UTF-8 can make it up to a few times larger than its characters.
-MAX_INSTALL_BODY_BYTES = 3 * MAX_SOURCE_CHARS
+MAX_INSTALL_BODY_BYTES = 3 * MAX_SOURCE_CHARS   # Django's DATA_UPLOAD_MAX_MEMORY_SIZE is set to match
 LANGUAGES = ("typescript", "javascript")
 
 
