@@ -76,3 +76,31 @@ globalThis.middleware.systemPrompt = async (c) => {
   return order.join(',') + '|' + refused;
 };""")
     assert chain("systemPrompt", [handler], PROMPT_CONTEXT).value == "sync,micro|TypeError"
+
+
+def test_text_encoding_and_base64_polyfills_work_inside_a_plugin(make_handler, chain):
+    handler = make_handler("""
+globalThis.middleware.systemPrompt = async (c) => {
+  const bytes = new TextEncoder().encode('café €');
+  let refused = 'no';
+  try { btoa('€'); } catch (e) { refused = 'yes'; }
+  return [Array.from(bytes).join(' '), new TextDecoder().decode(bytes), btoa('hi there'), atob('aGkgdGhlcmU='),
+    refused].join('|');
+};""")
+    assert chain("systemPrompt", [handler], PROMPT_CONTEXT).value == (
+        "99 97 102 195 169 32 226 130 172|café €|aGkgdGhlcmU=|hi there|yes")
+
+
+def test_polyfilled_globals_are_hardened_against_another_plugin(make_handler, chain):
+    tamper = make_handler("""
+globalThis.middleware.systemPrompt = async (c) => [
+  () => { TextEncoder.prototype.encode = () => new Uint8Array([1]); },
+  () => { TextDecoder.prototype.decode = () => 'hacked'; },
+  () => { btoa.call = null; },
+  () => { Object.defineProperty(atob, 'x', { value: 1 }); },
+].map((f) => { try { f(); return 'changed'; } catch (e) { return e.constructor.name; } }).join(',');""")
+    user = make_handler("""
+globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '#' +
+  [new TextDecoder().decode(new TextEncoder().encode('ok')), btoa('a'), typeof atob.x].join(',');""")
+    result = chain("systemPrompt", [tamper, user], PROMPT_CONTEXT)
+    assert result.value == "TypeError,TypeError,TypeError,TypeError#ok,YQ==,undefined"

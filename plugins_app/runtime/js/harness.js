@@ -125,7 +125,11 @@
         if (typeof callback !== "function") throw new TypeError("queueMicrotask: the argument must be a function");
         Promise.resolve().then(() => callback());
       };
-      sharedWebGlobals = harden({ Intl, queueMicrotask });
+      // Polyfills (jsassets.web_polyfills_source) set these on the start compartment's global.
+      const { TextEncoder, TextDecoder, base64 } = globalThis;
+      const btoa = (data) => base64.encode(String(data));
+      const atob = (data) => base64.decode(String(data));
+      sharedWebGlobals = harden({ Intl, queueMicrotask, TextEncoder, TextDecoder, atob, btoa });
     }
     return sharedWebGlobals;
   }
