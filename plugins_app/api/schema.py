@@ -77,13 +77,13 @@ TAGS = {
     "cancellations": "audit", "warnings": "audit", "usage": "audit", "logs": "audit",
     "platform": "platform", "agents": "platform",
     "cron-jobs": "scheduling", "cron-runs": "scheduling", "notifications": "scheduling",
-    "ssh-hosts": "ssh", "ssh": "ssh",
+    "ssh-hosts": "ssh", "ssh": "ssh", "sdk": "plugins",
 }
 TAG_DESCRIPTIONS = {
     "keys": "Checking an account key.",
     "hooks": "The 14 hooks and running an account's chain for one.",
     "chains": "The order plugins run in, per hook.",
-    "plugins": "Installing, enabling, granting and configuring plugins; the official catalog.",
+    "plugins": "Installing, enabling, granting and configuring plugins; the official catalog; the SDK's types.",
     "audit": "Cancellations, handler warnings, plugin logs and usage.",
     "platform": "The platform bridge and the agents the platform registers.",
     "scheduling": "Cron jobs, their runs, and agents' timers.",

@@ -54,3 +54,13 @@ def test_the_install_body_limit_is_larger_but_bounded_and_execute_stays_at_1_mib
     assert executed.status_code == 413
     assert "1 MiB" in executed.json()["error"]["message"]
     assert Plugin.objects.count() == 0
+
+
+def test_the_sdk_declarations_are_served(api_client, client):
+    from plugins_app.runtime.sdk_types import middleware_d_ts
+
+    response = api_client.get("/api/v1/sdk/middleware.d.ts")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/typescript")
+    assert response.content.decode() == middleware_d_ts()
+    assert client.get("/api/v1/sdk/middleware.d.ts").status_code == 401
