@@ -105,6 +105,9 @@ declare var console: {
   warn(...data: unknown[]): void; error(...data: unknown[]): void;
 };
 declare function queueMicrotask(callback: () => void): void;
+/** Fires only within the handler's invocation; every pending timer is cleared when it ends. */
+declare function setTimeout<A extends unknown[]>(callback: (...args: A) => void, delay?: number, ...args: A): number;
+declare function clearTimeout(id: number | undefined): void;
 declare function atob(data: string): string;
 declare function btoa(data: string): string;
 declare class TextEncoder {

@@ -104,3 +104,36 @@ globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '#' +
   [new TextDecoder().decode(new TextEncoder().encode('ok')), btoa('a'), typeof atob.x].join(',');""")
     result = chain("systemPrompt", [tamper, user], PROMPT_CONTEXT)
     assert result.value == "TypeError,TypeError,TypeError,TypeError#ok,YQ==,undefined"
+
+
+TIMERS = """
+globalThis.middleware.systemPrompt = async (c) => {
+  const order = [];
+  const cleared = setTimeout(() => order.push('cleared one ran'), 5);
+  clearTimeout(cleared);
+  await new Promise((resolve) => setTimeout((a, b) => { order.push(a + b); resolve(); }, 20, 'wo', 'ke'));
+  return order.join(',');
+};
+"""
+
+
+def test_timers_fire_within_the_invocation_and_never_after_it(make_handler, chain):
+    plugin = make_handler(TIMERS)
+    account = "acct-timers"
+    assert chain("systemPrompt", [plugin], PROMPT_CONTEXT, account=account).value == "woke"
+    # A timer still pending when its handler returns is cleared: the same compartment's next
+    # invocation waits past it and finds it never ran.
+    quick = make_handler("""
+globalThis.middleware.systemPrompt = async (c) => { setTimeout(() => { globalThis.late = 1; }, 5); return 'x'; };
+globalThis.middleware.userMessageInbound = async (c) => {
+  await new Promise((resolve) => setTimeout(resolve, 60));
+  return String(globalThis.late);
+};""")
+    assert chain("systemPrompt", [quick], PROMPT_CONTEXT, account=account).value == "x"
+    assert chain("userMessageInbound", [quick], INBOUND_CONTEXT, account=account).value == "undefined"
+
+
+def test_a_timer_set_at_load_time_is_refused(pool):
+    errors = pool.compile("setTimeout(() => {}, 1);\nglobalThis.middleware.systemPrompt = (c) => c.systemPrompt;",
+                          "javascript")["errors"]
+    assert errors and "only inside a handler's invocation" in errors[0]["message"]
