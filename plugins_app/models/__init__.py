@@ -5,7 +5,8 @@ from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
 from .plugins import ChainEntry, Installation, Plugin
 from .scheduling import CronJob, CronRun, Notification
 from .ssh import SshHost, SshTurn
+from .versions import AccountChange, PluginVersion
 
-__all__ = ["Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning", "ImmutableRecordError",
-           "Installation", "Notification", "PlatformConfig", "Plugin", "PluginLog", "SshHost", "SshTurn", "UsageDaily",
+__all__ = ["AccountChange", "Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning", "ImmutableRecordError",
+           "Installation", "Notification", "PlatformConfig", "Plugin", "PluginLog", "PluginVersion", "SshHost", "SshTurn", "UsageDaily",
            "WorkspaceFile"]

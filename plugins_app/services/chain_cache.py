@@ -61,7 +61,7 @@ def make_handler(installation) -> Handler:
     return Handler(str(installation.pk), plugin.slug, digest, plugin.compiled_js,
                    installation.settings or {}, frozenset(installation.granted_permissions or ()),
                    quarantined_until=_epoch(installation.quarantined_until),
-                   slow_lane_until=_epoch(installation.slow_lane_until))
+                   slow_lane_until=_epoch(installation.slow_lane_until), version=installation.live_version)
 
 
 def _epoch(moment) -> float | None:
