@@ -82,8 +82,8 @@ def test_rollback_passes_over_drafts_never_deployed(api_client, install):
 
 def test_positions_settings_and_grants_survive_deploy_and_rollback(api_client, install):
     first = install(appender("-a"))
-    second = install(FETCHER.replace("systemPrompt = async (c) =>", "systemPrompt = async (c) => c.systemPrompt + '-b' ||"),
-                     grant=["host:fetch"])
+    # Asks for host:fetch (the call is in the code) without making it.
+    second = install(appender("-b") + "\nconst never = () => host.fetch('http://127.0.0.1:9/');", grant=["host:fetch"])
     order = [str(second.pk), str(first.pk)]
     assert api_client.put("/api/v1/chains/systemPrompt", {"order": order}, format="json").status_code == 200
     draft(api_client, first, appender("-A2"))
@@ -208,12 +208,12 @@ def test_a_catalog_upgrade_is_a_new_live_version_of_each_installation(tmp_path, 
     installation = Installation.objects.get(pk=install_official(api_client, "caveman")["id"])
     manifest = root / "caveman" / "manifest.json"
     manifest.write_text(manifest.read_text().replace('"version": "1.0.0"', '"version": "1.0.1"'))
-    (root / "caveman" / "index.ts").write_text("globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '|new';")
+    (root / "caveman" / "index.ts").write_text(appender("|new"))
     catalog.sync_catalog()
     listed = api_client.get(f"/api/v1/plugins/{installation.pk}/versions").json()
     assert listed["live"] == 2
     assert [(v["number"], v["note"], v["createdBy"]) for v in listed["versions"]] == [
         (2, "catalog upgrade 1.0.0 -> 1.0.1", "system"), (1, "installed", "API key tests")]
-    assert prompt(api_client) == "base|new"
+    assert prompt(api_client) == "base|new"   # the installation runs the upgraded code
     change = AccountChange.objects.get(account=account, action="upgrade")
     assert (change.before["version"], change.after["version"], change.actor_name) == (1, 2, "system")
