@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from plugins_app.errors import CompileFailed, Conflict, HubError, InvalidInput
-from plugins_app.models import ChainEntry, Installation, Plugin
+from plugins_app.models import ChainEntry, Installation, Plugin, PluginVersion
 from plugins_app.runtime.hooks import HOOKS
 from plugins_app.services import admin_ops, plugins, quarantine
 
@@ -220,8 +220,9 @@ class InstallationAdmin(AccountScopedAdmin):
 
     def get_deleted_objects(self, objs, request):
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        # Chain entries can't be deleted on their own, but they go with their installation.
+        # Chain entries and versions can't be deleted on their own, but they go with their installation.
         perms_needed.discard(ChainEntry._meta.verbose_name)
+        perms_needed.discard(PluginVersion._meta.verbose_name)
         return deleted, counts, perms_needed, protected
 
     def delete_model(self, request, obj):
