@@ -113,7 +113,7 @@ SUMMARIES = {
     "plugins_list": "The account's installations",
     "v1_plugins_create": "Install a plugin from source or from the catalog",
     "v1_plugins_retrieve": "One installation",
-    "v1_plugins_partial_update": "Enable or disable an installation",
+    "v1_plugins_partial_update": "Enable or disable an installation, or put it (or a draft) in shadow",
     "v1_plugins_destroy": "Uninstall",
     "v1_plugins_grant_create": "Grant an installation its permissions",
     "v1_plugins_settings_partial_update": "Change an official plugin's settings",
@@ -130,7 +130,8 @@ SUMMARIES = {
 # Operations that can answer 409 (a name already used, an object in use, a run already closed).
 CONFLICTS = {"v1_plugins_create", "v1_ssh_hosts_create", "v1_ssh_hosts_partial_update", "v1_ssh_hosts_destroy",
              "v1_cron_runs_complete_create", "v1_ssh_execute_create", "v1_plugins_versions_create",
-             "v1_plugins_versions_deploy_create", "v1_plugins_rollback_create"}
+             "v1_plugins_versions_deploy_create", "v1_plugins_rollback_create", "v1_plugins_promote_create",
+             "v1_plugins_partial_update"}
 # Operations that reach a server outside the hub and answer 502 when it fails.
 UPSTREAM = {"v1_ssh_execute_create"}
 # Operations without a path id that look up an id from their body.

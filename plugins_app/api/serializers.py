@@ -90,6 +90,8 @@ class InstallationSerializer(serializers.ModelSerializer):
     version = serializers.CharField(source="plugin.version")
     liveVersion = serializers.IntegerField(source="live_version", allow_null=True,
                                            help_text="the number of the deployed version (GET .../versions)")
+    shadowVersion = serializers.IntegerField(source="shadow_version", allow_null=True,
+                                             help_text="a draft running in shadow next to the live code")
     official = serializers.BooleanField(source="plugin.is_official")
     hooks = serializers.JSONField(source="plugin.hooks")
     hostMembers = serializers.JSONField(source="plugin.host_members")
@@ -101,7 +103,7 @@ class InstallationSerializer(serializers.ModelSerializer):
     class Meta:
         model = Installation
         fields = ["id", "installationId", "pluginId", "plugin", "name", "description", "language",
-                  "version", "liveVersion", "official", "enabled", "hooks", "hostMembers", "permissions", "granted",
+                  "version", "liveVersion", "mode", "shadowVersion", "official", "enabled", "hooks", "hostMembers", "permissions", "granted",
                   "settings", "createdAt", "quarantine"]
 
     @extend_schema_field(QuarantineStatusSerializer)

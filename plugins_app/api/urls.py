@@ -18,6 +18,8 @@ urlpatterns = [
     path("plugins/<str:installation_id>/versions/<str:number>/deploy", version_views.VersionDeployView.as_view(),
          name="version-deploy"),
     path("plugins/<str:installation_id>/rollback", version_views.RollbackView.as_view(), name="plugin-rollback"),
+    path("plugins/<str:installation_id>/shadow", version_views.ShadowView.as_view(), name="plugin-shadow"),
+    path("plugins/<str:installation_id>/promote", version_views.PromoteView.as_view(), name="plugin-promote"),
     path("changes", version_views.ChangeListView.as_view(), name="change-list"),
     path("cancellations/<str:entry_id>/replay", version_views.ReplayView.as_view(), name="cancellation-replay"),
     path("catalog", catalog_views.CatalogView.as_view(), name="catalog"),

@@ -6,7 +6,7 @@ from rest_framework import serializers as drf_serializers
 from rest_framework import status
 from rest_framework.response import Response
 
-from plugins_app.services import changes, replay, versions
+from plugins_app.services import changes, replay, shadow, versions
 
 from . import serializers as s
 from . import version_serializers as vs
@@ -77,3 +77,17 @@ class ReplayView(AccountView):
         outcome = replay.replay_cancellation(self.account, entry_id, installation_id=data.get("installationId"),
                                              version=data.get("version"))
         return Response(replay.as_dict(outcome))
+
+
+class ShadowView(AccountView):
+    @extend_schema(responses=OpenApiTypes.OBJECT,
+                   summary="What a shadowed installation or draft would have done: counts and recent examples")
+    def get(self, request, installation_id):
+        return Response(shadow.report(self.account, installation_id))
+
+
+class PromoteView(AccountView):
+    @extend_schema(request=None, responses=s.InstallationSerializer,
+                   summary="Shadow to live: the installation rejoins its chains, or its shadowed draft is deployed")
+    def post(self, request, installation_id):
+        return Response(s.InstallationSerializer(shadow.promote(self.account, installation_id)).data)

@@ -51,6 +51,8 @@ class AccountChange(ImmutableModel):
         GRANT = "grant", "Changed grants"
         SETTINGS = "settings", "Changed settings"
         RELEASE = "release", "Released from quarantine"
+        SHADOW = "shadow", "Changed shadow mode"
+        PROMOTE = "promote", "Promoted from shadow to live"
 
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="changes")
     action = models.CharField(max_length=20, choices=Action.choices, db_index=True)

@@ -11,7 +11,7 @@ from plugins_app.runtime.chain import ChainResult, run_chain
 from plugins_app.runtime.context import ContextError, validate_context
 from plugins_app.runtime.hooks import HookSpec
 
-from . import quarantine
+from . import quarantine, shadow
 from .chain_cache import chain_cache
 from .chains import require_hook
 from .engine import get_tier
@@ -61,6 +61,7 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
     if record:
         record_result(account, spec, clean, result, hop=hop, turn_id=turn_id,
                       versions={h.installation_id: h.version for h in handlers})
+        shadow.schedule(account, spec, result.context, hop=hop, turn_id=turn_id)
     return result, bridge.effects
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -15,7 +12,7 @@ from plugins_app.runtime.chain import ChainResult, Handler, run_chain
 from plugins_app.runtime.context import ContextError, validate_context
 
 from . import plugins, versions
-from .chain_cache import chain_cache, make_handler
+from .chain_cache import chain_cache, make_version_handler
 from .chains import require_hook
 from .engine import get_tier
 from .execution import engine_key
@@ -65,13 +62,11 @@ def replay_cancellation(account, entry_id, *, installation_id=None, version=None
 def _with_draft(account, hook: str, handlers: list[Handler], installation_id, number):
     installation = plugins.get_installation(account, installation_id)
     version = versions.get_version(installation, number)
-    settings_json = json.dumps(installation.settings or {}, sort_keys=True)
-    digest = hashlib.sha256(f"{version.code_hash}:{settings_json}".encode()).hexdigest()[:24]
-    base = next((h for h in handlers if h.installation_id == str(installation.pk)), None) or make_handler(installation)
-    drafted = dataclasses.replace(base, code=version.compiled_js, code_hash=digest, version=version.number)
+    base = next((h for h in handlers if h.installation_id == str(installation.pk)), None)
+    drafted = make_version_handler(installation, version)
     others = [h for h in handlers if h.installation_id != str(installation.pk)]
     if hook in version.hooks:
-        if base in handlers:
+        if base is not None:
             others.insert(handlers.index(base), drafted)
         else:
             others.append(drafted)
