@@ -14,7 +14,7 @@ from django.utils.safestring import mark_safe
 
 from plugins_app.errors import CompileFailed, HubError
 from plugins_app.models import Installation, PluginVersion
-from plugins_app.services import versions
+from plugins_app.services import shadow, versions
 
 from .version_forms import DraftForm
 from .scoping import ReadOnlyAccountScopedAdmin, admin_account_ids, is_operator
@@ -61,6 +61,9 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
                  name="%s_%s_deploy" % info),
             path("installation/<str:installation_id>/rollback/", view(self.rollback_view),
                  name="%s_%s_rollback" % info),
+            path("installation/<str:installation_id>/shadow/", view(self.shadow_view), name="%s_%s_shadow" % info),
+            path("installation/<str:installation_id>/promote/", view(self.promote_view),
+                 name="%s_%s_promote" % info),
             *super().get_urls(),
         ]
 
@@ -99,6 +102,7 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
             "may_deploy": may_deploy(request, installation) and not installation.plugin.is_official,
             "draft_form": draft_form or DraftForm(initial={"language": installation.plugin.language}),
             "deploys": versions.deploy_history(installation)[:50],
+            "shadow": shadow.report(installation.account, installation.pk),
             **self._diff_context(request, rows),
         }
         return TemplateResponse(request, "admin/plugins_app/pluginversion/history.html", context)
@@ -153,6 +157,40 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
         if not may_deploy(request, installation):
             raise PermissionDenied
         return self._deploy(request, installation, lambda: versions.rollback(installation.account, installation.pk))
+
+    def shadow_view(self, request, installation_id):
+        """POST mode=shadow|live, or shadow_version=<n> ("" stops shadowing a draft)."""
+        installation = self._installation(request, installation_id)
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not may_deploy(request, installation):
+            raise PermissionDenied
+        mode = request.POST.get("mode") or None
+        number = request.POST.get("shadow_version", ...)
+        if number is not ...:
+            number = int(number) if number.isdigit() else (None if number == "" else number)
+        try:
+            shadow.set_mode(installation.account, installation.pk, mode, number)
+        except HubError as exc:
+            messages.error(request, str(exc.detail))
+        else:
+            messages.success(request, "Shadow mode changed: counts start again from the next call.")
+        return HttpResponseRedirect(history_url(installation.pk))
+
+    def promote_view(self, request, installation_id):
+        installation = self._installation(request, installation_id)
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not may_deploy(request, installation):
+            raise PermissionDenied
+        try:
+            promoted = shadow.promote(installation.account, installation.pk)
+        except HubError as exc:
+            messages.error(request, str(exc.detail))
+        else:
+            messages.success(request, f"{promoted.plugin.name} is live (version {promoted.live_version}): the next "
+                                      "call runs it in the chain.")
+        return HttpResponseRedirect(history_url(installation.pk))
 
     def _deploy(self, request, installation, action):
         try:

@@ -63,3 +63,40 @@ def test_an_admin_deploys_a_draft_and_rolls_it_back(page, live_server):
     page.goto(f"{live_server.url}/admin/plugins_app/pluginversion/installation/{installation.pk}/")
     assert page.locator("#version-2").count() == 1
     assert page.locator(".hub-deploy, #hub-rollback, #hub-draft").count() == 0
+
+
+@pytest.fixture
+def eager_celery():
+    """Shadow runs are Celery tasks; here they run in the live server's thread right after the answer."""
+    from middleware_hub.celery import app
+    saved = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager = app.conf.task_eager_propagates = True
+    yield
+    app.conf.task_always_eager, app.conf.task_eager_propagates = saved
+
+
+VETO = "globalThis.middleware.userMessageInbound = async (c, t) => t.cancel('no: ' + c.text);"
+INBOUND = {"sessionId": "10", "channelId": None, "text": "rm -rf /", "mediaIds": []}
+
+
+def test_an_admin_puts_a_veto_in_shadow_reads_its_counts_and_promotes_it(page, live_server, eager_celery):
+    account = Account.objects.create(name="acme")
+    services.add_member("acme", "alice", "admin", password=PASSWORD)
+    _, raw_key = ApiKey.issue(account, name="platform")
+    guard = plugins.install_plugin(account, name="Guard", source=VETO, language="javascript")
+    log_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/admin/plugins_app/pluginversion/installation/{guard.pk}/")
+    page.click("#hub-to-shadow button")
+    page.wait_for_selector(".messagelist .success")
+
+    status, body = execute(live_server, raw_key, "userMessageInbound", INBOUND)
+    assert (status, body["outcome"]) == (200, "unchanged")   # the shadowed veto does not block
+    page.reload()
+    assert page.locator("#hub-shadow-counts .would-cancel").inner_text() == "1"
+    assert "no: rm -rf /" in page.locator("#hub-shadow-cancels").inner_text()
+
+    page.click("#hub-promote button")
+    page.wait_for_selector(".messagelist .success")
+    assert page.locator("#hub-to-shadow").count() == 1   # live again: it can be shadowed anew
+    status, body = execute(live_server, raw_key, "userMessageInbound", INBOUND)
+    assert (status, body["outcome"], body["cancellation"]["reason"]) == (200, "cancelled", "no: rm -rf /")
