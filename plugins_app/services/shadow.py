@@ -60,7 +60,8 @@ def run(account_id: int, hook: str, context: dict, hop: int = 0, turn_id: str = 
 def _run_one(account, spec: HookSpec, handler: Handler, context: dict, hop: int, turn_id: str) -> bool:
     copy = dict(context)
     bridge = HostBridge(account, spec, copy, hop=hop, turn_id=turn_id, record=False, dry_run=True)
-    result = run_chain(get_tier(), f"account-{account.pk}", spec, [handler], copy, host=bridge, hop=hop,
+    from .execution import engine_key   # execution imports this module
+    result = run_chain(get_tier(), engine_key(account), spec, [handler], copy, host=bridge, hop=hop,
                        budget_ms=settings.HOOK_BUDGET_MS)
     trace = result.trace[0] if result.trace else None
     if trace is None or trace.status == "quarantined":
