@@ -11,20 +11,23 @@ from django.conf import settings
 
 
 class FairGate:
-    """At most `capacity` calls run at once; the others wait without using the CPU, and a freed
-    place goes to the next *account* in turn rather than to the next request. An account with
-    many callers in a closed loop (a runaway tenant's retries, say) then gets one turn per round
-    like any other account instead of one per caller.
+    """At most `capacity` calls run at once, at most `per_account` of them one account's; the
+    others wait without using the CPU, and a freed place goes to the next *account* in turn
+    rather than to the next request. An account with many callers in a closed loop (a runaway
+    tenant's retries, say) then gets one turn per round like any other account instead of one
+    per caller.
 
     A call gives its place back while it waits on an engine (`waiting()`), so a chain that
     holds an isolate for seconds does not hold a place; coming back, it goes before new calls.
     """
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, per_account: int | None = None):
         self.capacity = capacity
+        self.per_account = per_account or capacity   # places one account may hold at once
         self._lock = threading.Lock()
         self._running = 0
-        self._returning: deque[threading.Event] = deque()
+        self._held: dict[Hashable, int] = {}
+        self._returning: deque[tuple[Hashable, threading.Event]] = deque()
         self._waiting: OrderedDict[Hashable, deque[threading.Event]] = OrderedDict()
         self._local = threading.local()
 
@@ -48,7 +51,7 @@ class FairGate:
             self._local.depth = 0
             if self._local.holding:
                 self._local.holding = False
-                self._release()
+                self._release(key)
 
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:
@@ -57,7 +60,7 @@ class FairGate:
             yield
             return
         self._local.holding = False
-        self._release()
+        self._release(self._local.key)
         try:
             yield
         finally:
@@ -69,36 +72,55 @@ class FairGate:
             return len(self._returning) + sum(len(q) for q in self._waiting.values())
 
     def _acquire(self, key: Hashable, *, returning: bool) -> None:
+        ready = threading.Event()
         with self._lock:
-            if self._running < self.capacity and not self._returning and not self._waiting:
-                self._running += 1
-                return
-            ready = threading.Event()
-            if returning:
-                self._returning.append(ready)
+            if returning:   # finishing a call goes before starting one, whatever its account holds
+                self._returning.append((key, ready))
             else:
                 self._waiting.setdefault(key, deque()).append(ready)
-        ready.wait()   # the place is handed over as it is: _running already counts it
+            woken = self._dispatch()
+        for event in woken:
+            event.set()
+        ready.wait()   # set at once when a place was free
 
-    def _release(self) -> None:
+    def _release(self, key: Hashable) -> None:
         with self._lock:
-            ready = self._next()
-            if ready is None:
-                self._running -= 1
-                return
-        ready.set()
+            self._running -= 1
+            left = self._held[key] - 1
+            if left:
+                self._held[key] = left
+            else:
+                del self._held[key]
+            woken = self._dispatch()
+        for event in woken:
+            event.set()
 
-    def _next(self) -> threading.Event | None:
+    def _dispatch(self) -> list[threading.Event]:
+        """Hands free places out: returning calls first, then accounts in turn order, skipping an
+        account that holds its share already."""
+        woken = []
+        while self._running < self.capacity:
+            picked = self._pick()
+            if picked is None:
+                break
+            woken.append(picked)
+        return woken
+
+    def _pick(self) -> threading.Event | None:
         if self._returning:
-            return self._returning.popleft()
-        if not self._waiting:
-            return None
-        key, queue = next(iter(self._waiting.items()))
-        ready = queue.popleft()
-        if queue:
-            self._waiting.move_to_end(key)   # its next caller waits for every other account's turn
+            key, ready = self._returning.popleft()
         else:
-            del self._waiting[key]
+            key = next((k for k in self._waiting if self._held.get(k, 0) < self.per_account), None)
+            if key is None:
+                return None
+            queue = self._waiting[key]
+            ready = queue.popleft()
+            if queue:
+                self._waiting.move_to_end(key)   # its next caller waits for every other account's turn
+            else:
+                del self._waiting[key]
+        self._running += 1
+        self._held[key] = self._held.get(key, 0) + 1
         return ready
 
 
@@ -128,7 +150,8 @@ def get_gate() -> FairGate | OpenGate:
         with _gate_lock:
             if _gate is None:
                 capacity = settings.HUB_EXECUTE_CONCURRENCY
-                _gate = FairGate(capacity) if capacity > 0 else OpenGate()
+                per_account = settings.HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT
+                _gate = FairGate(capacity, per_account) if capacity > 0 else OpenGate()
     return _gate
 
 

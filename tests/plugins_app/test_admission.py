@@ -59,6 +59,18 @@ def test_places_are_given_at_once_while_there_are_free_ones():
         assert admitted == ["b"] and gate.queued() == 0
 
 
+def test_an_account_at_its_share_waits_while_another_account_takes_the_free_place():
+    gate, admitted = FairGate(2, per_account=1), []
+    with gate.turn("noisy"):
+        second_noisy = Caller(gate, "noisy", admitted).queue()   # a place is free, but not for it
+        quiet = Caller(gate, "quiet", admitted)
+        quiet.start()
+        quiet.join(10)
+        assert admitted == ["quiet"] and gate.queued() == 1
+    second_noisy.join(10)
+    assert admitted == ["quiet", "noisy"]
+
+
 def test_a_nested_turn_of_the_same_thread_shares_its_place():
     gate = FairGate(1)
     with gate.turn("a"):
