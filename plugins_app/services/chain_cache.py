@@ -85,11 +85,11 @@ def _epoch(moment) -> float | None:
 
 
 def load_chains(account_id: int) -> dict[str, list[Handler]]:
-    entries = (ChainEntry.objects.filter(account_id=account_id, installation__enabled=True)
-               .select_related("installation__plugin").order_by("hook", "position", "id"))
+    entries = list(ChainEntry.objects.filter(account_id=account_id, installation__enabled=True)
+                   .select_related("installation__plugin").order_by("hook", "position", "id"))
     chains: dict[str, list[Handler]] = {}
     handlers: dict[int, Handler] = {}
-    drafts = _shadowed_drafts(account_id)
+    drafts = _shadowed_drafts({e.installation_id for e in entries if e.installation.shadow_version is not None})
     for entry in entries:
         inst = entry.installation
         if inst.pk not in handlers:
@@ -102,11 +102,12 @@ def load_chains(account_id: int) -> dict[str, list[Handler]]:
     return chains
 
 
-def _shadowed_drafts(account_id: int) -> dict:
-    """{installation id: the draft version it shadows} (a second query only when there is one)."""
+def _shadowed_drafts(installation_ids: set[int]) -> dict:
+    """{installation id: the draft version it shadows}; no query when no installation shadows one."""
+    if not installation_ids:
+        return {}
     return {v.installation_id: v for v in PluginVersion.objects.filter(
-        installation__account_id=account_id, installation__enabled=True,
-        installation__shadow_version__isnull=False, number=models.F("installation__shadow_version"))}
+        installation_id__in=installation_ids, number=models.F("installation__shadow_version"))}
 
 
 chain_cache = ChainCache()

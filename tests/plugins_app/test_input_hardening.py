@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 EXECUTE = "/api/v1/hooks/systemPrompt/execute"
 INBOUND = {"sessionId": "1", "channelId": None, "text": "hi", "mediaIds": []}
 # Methods that take no body: the body, if any, is never read.
-BODILESS = {("ping", "POST"), ("cron-job-run", "POST"), ("plugin-release", "POST")}
+BODILESS = {("ping", "POST"), ("cron-job-run", "POST"), ("plugin-release", "POST"), ("plugin-promote", "POST")}
 
 
 def post_raw(client, url, raw: str, method="post"):
