@@ -64,3 +64,12 @@ def test_the_sdk_declarations_are_served(api_client, client):
     assert response["Content-Type"].startswith("application/typescript")
     assert response.content.decode() == middleware_d_ts()
     assert client.get("/api/v1/sdk/middleware.d.ts").status_code == 401
+
+
+def test_a_draft_version_may_carry_a_bundle_over_1_mib(api_client):
+    small = install(api_client, "globalThis.middleware.userMessageInbound = (c) => c.text;")
+    assert small.status_code == 201
+    source = big_bundle(1800 * 1024)
+    response = api_client.post(f"/api/v1/plugins/{small.json()['installationId']}/versions",
+                               {"source": source, "language": "javascript"}, format="json")
+    assert response.status_code == 201, response.content[:500]
