@@ -22,8 +22,8 @@ CASES = {
     "ajv": ('{"name": "x", "age": -1, "extra": 1}', "/ additionalProperties; /age minimum; /name minLength"),
     "mustache": ('{"name": "Ann", "items": [1,2], "raw": "<b>", "esc": "<i>"}', "Hello Ann! <1><2> <b> &lt;i&gt;"),
     "diff": ("the quick fox\n---\nthe slow fox",
-             "-quick +slow\n===================================================================\n--- a.txt\t\n"
-             "+++ b.txt\t\n@@ -1,1 +1,1 @@\n-the quick fox\n+the slow fox\n"),
+             ("-quick +slow\n===================================================================\n--- a.txt\t\n"
+              "+++ b.txt\t\n@@ -1,1 +1,1 @@\n-the quick fox\n+the slow fox\n")),
     "papaparse": ("name,qty\na,2\nb,3\n", '2 rows, 5 total, fields name/qty; a,"b,c"\r\n1,"say ""hi"""'),
     "semver": ("1.2.3 1.10.0 2.0.0 1.2.10", "1.10.0 | 1.2.3,1.2.10,1.10.0,2.0.0 | false | 1.10.0"),
     "validator": ("mail a@b.com or https://x.io <script>", "mail [email] or [url] &lt;script&gt;"),
