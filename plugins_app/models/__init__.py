@@ -2,10 +2,11 @@
 
 from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
 from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
+from .latency import LatencyHistogram
 from .plugins import ChainEntry, Installation, Plugin
 from .scheduling import CronJob, CronRun, Notification
 from .ssh import SshHost, SshTurn
 
 __all__ = ["Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning", "ImmutableRecordError",
-           "Installation", "Notification", "PlatformConfig", "Plugin", "PluginLog", "SshHost", "SshTurn", "UsageDaily",
+           "Installation", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin", "PluginLog", "SshHost", "SshTurn", "UsageDaily",
            "WorkspaceFile"]

@@ -16,6 +16,7 @@ from .chain_cache import chain_cache
 from .chains import require_hook
 from .engine import get_tier
 from .host import HostBridge
+from .latency import recorder as latency_recorder
 from .metering import meter
 
 WARNING_STATUSES = {"error", "timeout", "malformed"}
@@ -90,6 +91,7 @@ def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *
     if warnings or result.cancellation:
         _write_audit(account, spec, context, result, warnings, hop=hop, turn_id=turn_id)
     meter.add_runs(account.pk, spec.name, [(t.plugin, t.duration_ms) for t in result.trace if t.status != "quarantined"])
+    latency_recorder.record(account.pk, spec.name, result.trace)
     for sink in LOG_SINKS:
         sink(account, spec, result)
 
