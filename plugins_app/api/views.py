@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from plugins_app.errors import InvalidInput
 from plugins_app.models import Installation
 from plugins_app.runtime.hooks import HOOKS
-from plugins_app.services import catalog, chains, execution, plugins, quarantine, queries
+from plugins_app.services import catalog, chains, execution, metrics, plugins, quarantine, queries
 
 from . import serializers as s
 from .edge import body, check_request
@@ -56,7 +56,9 @@ class HookExecuteView(AccountView):
           summary="Run the account's chain for a hook")
     def post(self, request, hook):
         started = time.perf_counter()
-        result, effects = execution.execute_request(self.account, hook, request.data)
+        with metrics.execute_observed(hook) as observed:
+            result, effects = execution.execute_request(self.account, hook, request.data)
+            observed.outcome = result.outcome
         chain_ms = (time.perf_counter() - started) * 1000
         # The platform can tell the hub's chain time from the network's (and so can the bench).
         return Response(s.execute_response(result, effects), headers={"Server-Timing": f"chain;dur={chain_ms:.2f}"})
