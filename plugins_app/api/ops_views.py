@@ -40,9 +40,7 @@ class PrometheusRenderer(BaseRenderer):
     charset = "utf-8"
 
     def render(self, data, accepted_media_type=None, renderer_context=None):
-        if isinstance(data, bytes):
-            return data
-        return JSONRenderer().render(data)   # an error answer keeps the one error shape
+        return data
 
 
 class MayScrape(BasePermission):
@@ -63,6 +61,12 @@ class MetricsView(APIView):
 
     def get_authenticate_header(self, request):
         return 'Bearer realm="metrics"'
+
+    def handle_exception(self, exc):
+        response = super().handle_exception(exc)
+        # An error keeps the API's one JSON error shape, whatever a scraper accepts.
+        self.request.accepted_renderer, self.request.accepted_media_type = JSONRenderer(), "application/json"
+        return response
 
     def get(self, request):
         return Response(metrics.scrape(), content_type=METRICS_CONTENT_TYPE)

@@ -41,7 +41,8 @@ class Served:
         self.process: subprocess.Popen | None = None
 
     def manage(self, *args: str) -> str:
-        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True,
+        env = {k: v for k, v in self.env.items() if k != "PROMETHEUS_MULTIPROC_DIR"}   # only the server's processes
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
                               capture_output=True, text=True).stdout
 
     def start(self) -> "Served":
