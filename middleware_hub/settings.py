@@ -223,6 +223,7 @@ HUB_METERING_FLUSH_SECONDS = float(env("HUB_METERING_FLUSH_SECONDS", 2))
 # GET /metrics: with a token set, callers must send it as a bearer token; without one, loopback only.
 HUB_METRICS_TOKEN = env("HUB_METRICS_TOKEN", "")
 HUB_METRICS_MAX_PLUGINS = int(env("HUB_METRICS_MAX_PLUGINS", 200))   # distinct plugin labels per process
+HUB_METRICS_FLUSH_SECONDS = float(env("HUB_METRICS_FLUSH_SECONDS", 1))   # how often a process applies its observations
 # An installation that times out, wedges or runs out of memory this many times within the window is
 # skipped for the cool-down; any such misbehaviour also moves it to the slow lane for a while.
 HUB_QUARANTINE_STRIKES = int(env("HUB_QUARANTINE_STRIKES", 3))

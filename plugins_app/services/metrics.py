@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import hmac
 import ipaddress
+import logging
 import os
 import threading
 import time
+from collections import deque
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -18,6 +21,7 @@ from prometheus_client.registry import REGISTRY
 from plugins_app.errors import HubError
 from plugins_app.runtime.hooks import HOOKS
 
+logger = logging.getLogger(__name__)
 OTHER = "other"
 SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -59,15 +63,76 @@ def hook_label(hook: str) -> str:
     return hook if hook in HOOKS else "unknown"   # an unknown hook in a URL is the caller's text
 
 
+class _Deferred:
+    """Observations queued by request threads (an append) and applied to the metrics by a thread
+    of this process every HUB_METRICS_FLUSH_SECONDS: with multiprocess mode each increment is a
+    locked write to a memory-mapped file, kept off the execute path. 0 applies them at once."""
+
+    def __init__(self):
+        self.queue: deque = deque()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+        self.children: dict[tuple, object] = {}   # (metric, labels) -> its child, skipping labels()
+
+    @property
+    def interval(self) -> float:
+        return float(getattr(settings, "HUB_METRICS_FLUSH_SECONDS", 1.0))
+
+    def add(self, item: tuple) -> None:
+        self.queue.append(item)
+        if self.interval <= 0:
+            self.apply()
+        elif self.thread is None or not self.thread.is_alive():
+            self._start()
+
+    def child(self, metric, *labels):
+        key = (metric, labels)
+        found = self.children.get(key)
+        if found is None:
+            found = self.children[key] = metric.labels(*labels)
+        return found
+
+    def apply(self) -> None:
+        with self.lock:   # one applier at a time: children are made once
+            while self.queue:
+                kind, *args = self.queue.popleft()
+                try:
+                    (self._apply_chain if kind == "chain" else self._apply_call)(*args)
+                except Exception:
+                    logger.exception("a metrics observation could not be applied")
+
+    def _apply_chain(self, hook: str, entries) -> None:
+        for plugin, status, duration_ms, crash in entries:
+            plugin = plugin_label(plugin)
+            self.child(HANDLER_RUNS, plugin, status).inc()
+            if status != "quarantined":
+                self.child(HANDLER_SECONDS, plugin, hook).observe(duration_ms / 1000)
+            if crash:
+                self.child(ENGINE_RESTARTS, crash).inc()
+
+    def _apply_call(self, hook: str, outcome: str, seconds: float) -> None:
+        self.child(EXECUTE_REQUESTS, hook, outcome).inc()
+        self.child(EXECUTE_SECONDS, hook, outcome).observe(seconds)
+
+    def _start(self) -> None:
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._loop, name="hub-metrics", daemon=True)
+                self.thread.start()
+                atexit.register(self.apply)
+
+    def _loop(self) -> None:
+        stop = threading.Event()
+        while not stop.wait(self.interval):
+            self.apply()
+
+
+deferred = _Deferred()
+
+
 def observe_handlers(hook: str, trace) -> None:
     """One chain's handlers: run time by plugin, status counts, engines they cost."""
-    for entry in trace:
-        plugin = plugin_label(entry.plugin)
-        HANDLER_RUNS.labels(plugin, entry.status).inc()
-        if entry.status != "quarantined":
-            HANDLER_SECONDS.labels(plugin, hook).observe(entry.duration_ms / 1000)
-        if entry.crash:
-            ENGINE_RESTARTS.labels(entry.crash).inc()
+    deferred.add(("chain", hook, [(t.plugin, t.status, t.duration_ms, t.crash) for t in trace]))
 
 
 class _Observed:
@@ -85,9 +150,7 @@ def execute_observed(hook: str):
         observed.outcome = "rejected"
         raise
     finally:
-        labels = (hook_label(hook), observed.outcome)
-        EXECUTE_REQUESTS.labels(*labels).inc()
-        EXECUTE_SECONDS.labels(*labels).observe(time.perf_counter() - started)
+        deferred.add(("call", hook_label(hook), observed.outcome, time.perf_counter() - started))
 
 
 def quarantined() -> None:
@@ -165,6 +228,7 @@ def multiprocess_dir() -> str | None:
 
 def scrape() -> bytes:
     """The text exposition: every process's metrics (multiprocess mode) or this one's, and the engines'."""
+    deferred.apply()   # this process's own observations are current; other workers' lag at most a flush
     registry = CollectorRegistry()
     if multiprocess_dir():
         multiprocess.MultiProcessCollector(registry)

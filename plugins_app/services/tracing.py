@@ -106,6 +106,8 @@ def server_timing(chain_ms: float, trace) -> str:
     """`chain;dur=…` first, then one `h<position>` entry per handler naming its plugin and status."""
     parts = [f"chain;dur={chain_ms:.2f}"]
     for index, entry in enumerate(trace):
-        label = "".join(c if c.isprintable() and c.isascii() else "?" for c in f"{entry.plugin} {entry.status}")
-        parts.append(f"h{index};dur={entry.duration_ms:.2f};desc={_quoted(label)}")
+        label = f"{entry.plugin} {entry.status}"
+        if not (label.isascii() and label.isprintable()) or '"' in label or "\\" in label:
+            label = _quoted("".join(c if c.isprintable() and c.isascii() else "?" for c in label))[1:-1]
+        parts.append(f'h{index};dur={entry.duration_ms:.2f};desc="{label}"')
     return ", ".join(parts)

@@ -2,6 +2,7 @@
 and multiprocess mode across the workers of a real gunicorn."""
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -131,10 +132,17 @@ def test_the_scrape_sums_every_gunicorn_worker(two_workers):
     for _ in range(calls):
         status, _, body = two_workers.request("POST", "/api/v1/hooks/systemPrompt/execute", {"context": PROMPT}, auth)
         assert status == 200, body
-    status, headers, body = two_workers.request("GET", "/metrics")
-    assert status == 200 and headers["Content-Type"].startswith("text/plain")
-    samples = parse(body.decode())
-    assert sample(samples, "hub_execute_requests_total", hook="systemPrompt", outcome="changed") == calls
+    # Each worker applies its observations within a second (or as it exits): wait for the sum.
+    deadline = time.monotonic() + 30
+    while True:
+        status, headers, body = two_workers.request("GET", "/metrics")
+        assert status == 200 and headers["Content-Type"].startswith("text/plain")
+        samples = parse(body.decode())
+        counted = sample(samples, "hub_execute_requests_total", hook="systemPrompt", outcome="changed")
+        if counted >= calls or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)   # poll again: another worker's flush is due
+    assert counted == calls
     assert sample(samples, "hub_handler_runs_total", plugin="shouter", status="ran") == calls
     writers = {Path(f).stem.rsplit("_", 1)[-1] for f in os.listdir(two_workers.env["PROMETHEUS_MULTIPROC_DIR"])
                if f.startswith("counter_")}
