@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
 
 from plugins_app.models import LatencyHistogram
 from plugins_app.services.latency import Window
@@ -37,6 +41,14 @@ class RangeFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         return windows_in(queryset, self.value())
+
+
+def installation_latency_link(installation) -> str:
+    """The latency page filtered to one installation (its account and plugin) over the last hour."""
+    query = urlencode({"account__id__exact": installation.account_id, "plugin_slug": installation.plugin.slug,
+                       "range": "hour"})
+    return format_html('<a href="{}?{}">calls, percentiles and failures</a>',
+                       reverse("admin:plugins_app_latencyhistogram_changelist"), query)
 
 
 def _ms(value) -> str:

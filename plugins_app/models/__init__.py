@@ -8,5 +8,5 @@ from .scheduling import CronJob, CronRun, Notification
 from .ssh import SshHost, SshTurn
 
 __all__ = ["Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning", "ImmutableRecordError",
-           "Installation", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin", "PluginLog", "SshHost", "SshTurn", "UsageDaily",
-           "WorkspaceFile"]
+           "Installation", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin", "PluginLog", "SshHost",
+           "SshTurn", "UsageDaily", "WorkspaceFile"]

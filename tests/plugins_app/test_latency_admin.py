@@ -86,3 +86,13 @@ def test_another_accounts_row_is_404(login, account, other_account, histograms):
     client = login("acme", "ada", "admin")
     foreign = LatencyHistogram.objects.filter(account=other_account).first()
     assert client.get(reverse("admin:plugins_app_latencyhistogram_change", args=[foreign.pk])).status_code == 404
+
+
+def test_an_installation_page_links_to_its_own_latency(login, account, install, histograms):
+    installation = install("globalThis.middleware.systemPrompt = async (c) => c.systemPrompt;", name="Slow")
+    client = login("acme", "ada", "admin")
+    page = client.get(reverse("admin:plugins_app_installation_change", args=[installation.pk])).content.decode()
+    link = f"{PAGE}?account__id__exact={account.pk}&amp;plugin_slug={installation.plugin.slug}&amp;range=hour"
+    assert link in page
+    response = client.get(link.replace("&amp;", "&"))
+    assert [p["plugin"] for p in response.context["report"]["slowest"]] == ["slow"]
