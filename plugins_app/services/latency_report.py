@@ -56,7 +56,7 @@ def failure_rate(window: Window) -> float:
     return round(100 * failures(window) / window.runs, 2) if window.runs else 0.0
 
 
-def windows_in(queryset, range_key: str, now: datetime | None = None) -> "QuerySet":
+def windows_in(queryset, range_key: str, now: datetime | None = None):
     range_ = RANGES[range_key]
     return queryset.filter(resolution=range_.resolution, start__gte=slot_starts(range_, now or timezone.now())[0])
 

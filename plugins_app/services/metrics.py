@@ -13,8 +13,7 @@ from collections import deque
 from contextlib import contextmanager
 
 from django.conf import settings
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client import multiprocess
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import REGISTRY
 
@@ -199,7 +198,8 @@ class EngineCollector:
             ("replaced", "hub_engine_isolates_replaced", "Isolates closed and replaced by the engine process"),
             ("compartmentMisses", "hub_engine_compartment_misses",
              "Handlers whose compartment the isolate lacked when asked to run (the rest were hits)"),
-            ("codeCacheMisses", "hub_engine_code_cache_misses", "Compartment misses the engine's code cache lacked too"),
+            ("codeCacheMisses", "hub_engine_code_cache_misses",
+             "Compartment misses the engine's code cache lacked too"),
         )}
         tier = get_tier()
         for index, address in enumerate(dict.fromkeys(tier.engines + tier.lane)):

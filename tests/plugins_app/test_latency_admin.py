@@ -7,9 +7,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from plugins_app.models import LatencyHistogram
 from plugins_app.services.latency import LatencyRecorder, Window
 from plugins_app.services.latency_report import RANGES, report, slot_starts
-from plugins_app.models import LatencyHistogram
 
 from .admin_support import fast_passwords, login, operator_client  # noqa: F401
 
