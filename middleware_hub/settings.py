@@ -156,6 +156,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Accounts' installed plugins and the hook engine that runs them.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The API's own prefix, not one computed from every URL: /healthz and /metrics would shorten it
+    # and so rename every operationId.
+    "SCHEMA_PATH_PREFIX": "/api/",
     # Swagger UI served from this hub (drf-spectacular-sidecar), not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
