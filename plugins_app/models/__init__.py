@@ -5,8 +5,11 @@ from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
 from .latency import LatencyHistogram
 from .plugins import ChainEntry, Installation, Plugin
 from .scheduling import CronJob, CronRun, Notification
+from .shadow import ShadowSample, ShadowStat
 from .ssh import SshHost, SshTurn
+from .versions import AccountChange, PluginVersion
 
-__all__ = ["Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning", "ImmutableRecordError",
-           "Installation", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin", "PluginLog", "SshHost",
-           "SshTurn", "UsageDaily", "WorkspaceFile"]
+__all__ = ["AccountChange", "Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning",
+           "ImmutableRecordError", "Installation", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin",
+           "PluginLog", "PluginVersion", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "UsageDaily",
+           "WorkspaceFile"]

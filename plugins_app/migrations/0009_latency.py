@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0001_initial'),
-        ('plugins_app', '0007_quarantine'),
+        ('plugins_app', '0008_versions_changes_shadow'),
     ]
 
     operations = [
