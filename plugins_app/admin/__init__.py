@@ -2,13 +2,14 @@
 
 from django.contrib import admin
 
-from . import audit, chains, host, plugins, scheduling, ssh, ssh_turns  # noqa: F401  (registers the admins)
+from . import audit, chains, home, host, plugins, scheduling, ssh, ssh_turns  # noqa: F401  (registers the admins)
 from .scoping import (AccountScopedAdmin, AccountScopedStackedInline, AccountScopedTabularInline,
                       ReadOnlyAccountScopedAdmin)
 
 admin.site.site_header = "Middleware Hub"
 admin.site.site_title = "Middleware Hub"
 admin.site.index_title = "Plugins, chains and audit trails"
+home.install(admin.site)
 
 __all__ = ["AccountScopedAdmin", "AccountScopedStackedInline", "AccountScopedTabularInline",
            "ReadOnlyAccountScopedAdmin"]
