@@ -16,6 +16,7 @@ from plugins_app.services import admin_ops
 from plugins_app.services.plugins import MAX_SOURCE_CHARS
 
 from .scoping import editable_accounts
+from .settings_form import PrettyJSONField, SchemaSettingsMixin  # noqa: F401  (PrettyJSONField re-exported)
 
 EXTENSIONS = {".ts": "typescript", ".mts": "typescript", ".js": "javascript", ".mjs": "javascript"}
 PERMISSION_CHOICES = [(p, p) for p in ALL_PERMISSIONS]
@@ -25,15 +26,6 @@ MAX_UPLOAD_BYTES = MAX_SOURCE_CHARS * 4   # UTF-8; the character limit is checke
 def source_digest(source: str, language: str) -> str:
     """What the admin reviewed: a new source or language needs a new review before installing."""
     return hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()
-
-
-class PrettyJSONField(forms.JSONField):
-    """A JSON textarea that shows its value indented."""
-
-    def prepare_value(self, value):
-        if isinstance(value, forms.fields.InvalidJSONInput):
-            return value
-        return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 class AccountChoiceMixin:
@@ -118,16 +110,13 @@ class InstallForm(AccountChoiceMixin, forms.Form):
                                         "excerpt": excerpt})
 
 
-class InstallationChangeForm(forms.ModelForm):
+class InstallationChangeForm(SchemaSettingsMixin, forms.ModelForm):
     granted_permissions = forms.MultipleChoiceField(choices=(), required=False,
                                                     widget=forms.CheckboxSelectMultiple)
-    settings = PrettyJSONField(required=False, widget=forms.Textarea(attrs={"rows": 8, "class": "hub-code"}),
-                               help_text="A JSON object handed to the plugin as host.config; a setting left "
-                                         "out goes back to its default.")
 
     class Meta:
         model = Installation
-        fields = ["enabled", "granted_permissions", "settings"]
+        fields = ["enabled", "granted_permissions"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -137,18 +126,21 @@ class InstallationChangeForm(forms.ModelForm):
         self.fields["granted_permissions"].help_text = (
             "What the plugin's code calls; ungranted calls reject the plugin's promise." if asked
             else "This plugin calls no host member that needs a permission.")
-        if plugin is not None and not self.is_bound:
-            self.initial["settings"] = admin_ops.editable_settings(self.instance)
+        if plugin is not None:
+            self.add_settings_fields(plugin.settings_schema, admin_ops.editable_settings(self.instance),
+                                     "A JSON object handed to the plugin as host.config; a setting left out "
+                                     "goes back to its default.")
 
-    def clean_settings(self):
-        value = self.cleaned_data.get("settings")
-        if value in (None, ""):
-            value = {}
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        data["settings"] = self.settings_value()
         try:
-            admin_ops.check_settings(self.instance, value)
+            admin_ops.check_settings(self.instance, data["settings"])
         except InvalidInput as exc:
-            raise forms.ValidationError(str(exc.detail)) from None
-        return value
+            self.add_settings_error(exc)
+        return data
 
 
 class TryItForm(AccountChoiceMixin, forms.Form):
