@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 from adminsortable2.admin import SortableAdminMixin
+from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 
 from plugins_app.errors import HubError, InvalidInput
 from plugins_app.models import ChainEntry
@@ -61,11 +62,23 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
     """Entries are created by installing and removed by uninstalling; here they are only moved."""
 
     auditor_visible = False
-    list_display = ["plugin_name", "kind", "state", "granted"]
+    list_display = ["place", "plugin_name", "kind", "state", "granted"]
     list_filter = [AccountFilter, HookFilter]
     list_select_related = ["installation__plugin", "account"]
     list_per_page = 1000   # the drag-and-drop page must hold the whole chain
     readonly_fields = ["account", "hook", "installation", "position"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._reorder_.__func__.short_description = "Move"
+
+    @property
+    def media(self):
+        # No actions on this page: sortable2's patched actions script would look for the missing
+        # select-all box and throw on every load. chain.js numbers the rows and confirms each drop.
+        media = super().media
+        js = [j for j in media._js if "actions" not in str(j)] + ["hub_admin/chain.js"]
+        return forms.Media(css=media._css, js=js)
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
@@ -134,9 +147,14 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
             return HttpResponseBadRequest(str(exc.detail))
         return HttpResponse(f"Updated {len(positions)} items")
 
+    @admin.display(description="#")
+    def place(self, obj):
+        return format_html('<span class="hub-place">{}</span>', obj.position + 1)
+
     @admin.display(description="plugin")
     def plugin_name(self, obj):
-        return obj.installation.plugin.name
+        url = reverse("admin:plugins_app_installation_change", args=[obj.installation_id])
+        return format_html('<a href="{}" class="hub-plugin-name">{}</a>', url, obj.installation.plugin.name)
 
     @admin.display(description="kind")
     def kind(self, obj):
