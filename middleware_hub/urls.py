@@ -11,3 +11,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
+
+# Refusals inside the admin's frame, with a way back (the API answers its own JSON errors).
+handler403 = "plugins_app.admin.denied.permission_denied"
