@@ -127,6 +127,10 @@ class PluginAdmin(AccountScopedAdmin):
 @admin.register(Installation)
 class InstallationAdmin(AccountScopedAdmin):
     auditor_visible = False
+
+    class Media:
+        js = ["hub_admin/settings.js"]
+
     form = InstallationChangeForm
     list_display = ["plugin_name", "account", "enabled", "lane_status", "kind", "hook_list", "granted_list"]
     list_display_links = ["plugin_name"]

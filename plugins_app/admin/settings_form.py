@@ -26,7 +26,11 @@ class PrettyJSONField(forms.JSONField):
 
 
 class TimeInput(forms.TextInput):
-    input_type = "time"
+    """HH:MM as typed: a browser's time input would show its locale's 12-hour clock."""
+
+    def __init__(self, attrs=None):
+        super().__init__({"pattern": r"([01]\d|2[0-3]):[0-5]\d", "inputmode": "numeric", "size": 6,
+                          "autocomplete": "off", **(attrs or {})})
 
 
 def _zone_choices():

@@ -29,7 +29,7 @@ def soup_of(response):
 def test_the_form_follows_the_schema(admin_client):
     soup = soup_of(admin_client.get(DETAIL))
     start = soup.select_one('input[name="setting_start"]')
-    assert start["type"] == "time" and start.has_attr("required")
+    assert start["type"] == "text" and start["placeholder"] == "22:00" and start.has_attr("required")
     assert soup.select_one('label[for="id_setting_start"]').select_one(".hub-required")
     assert not soup.select_one('label[for="id_setting_timeZone"] .hub-required')
     assert soup.select_one('select[name="setting_timeZone"] option[selected]')["value"] == "UTC"
