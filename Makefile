@@ -49,3 +49,7 @@ bench-load: install
 # Regenerates docs/screenshots/*.png from the browser tests (headless Debian chromium).
 screenshots: install
 	HUB_TEST_BROWSER=1 HUB_SCREENSHOTS_DIR=docs/screenshots $(BIN)/pytest -q -p no:cacheprovider tests/browser
+
+# Rebuilds static/hub_admin/editor.js (CodeMirror 6) from frontend/; the built file is committed.
+editor:
+	cd frontend && npm ci && npm run build

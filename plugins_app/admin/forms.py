@@ -43,7 +43,8 @@ class InstallForm(AccountChoiceMixin, forms.Form):
     language = forms.ChoiceField(choices=Plugin.Language.choices, initial=Plugin.Language.TYPESCRIPT)
     source = forms.CharField(
         required=False, strip=False,
-        widget=forms.Textarea(attrs={"rows": 18, "cols": 100, "spellcheck": "false", "class": "hub-code"}))
+        widget=forms.Textarea(attrs={"rows": 18, "cols": 100, "spellcheck": "false", "class": "hub-code",
+                                     "data-hub-editor": "source"}))
     upload = forms.FileField(required=False, label="…or upload a file",
                              help_text="A .ts or .js file; it replaces the pasted source and sets the language.")
     grant = forms.MultipleChoiceField(choices=PERMISSION_CHOICES, required=False,
@@ -108,6 +109,9 @@ class InstallForm(AccountChoiceMixin, forms.Form):
             excerpt = f"{gutter}{text}\n{' ' * len(gutter)}{pad}^"
             self.compile_errors.append({"line": line, "column": column, "message": error["message"],
                                         "excerpt": excerpt})
+        # The editor marks each error at its place.
+        self.fields["source"].widget.attrs["data-errors"] = json.dumps(
+            [{k: e[k] for k in ("line", "column", "message")} for e in self.compile_errors])
 
 
 class InstallationChangeForm(SchemaSettingsMixin, forms.ModelForm):
