@@ -10,6 +10,7 @@ from plugins_app.errors import InvalidInput, NotFound, UnknownHook
 from plugins_app.models import ChainEntry, Installation
 from plugins_app.runtime.hooks import get_hook
 
+from . import changes
 from .ids import parse_id
 
 
@@ -35,6 +36,16 @@ def _lock_account(account_id: int) -> None:
     # Serialises concurrent reorders of one account (a row lock on PostgreSQL; SQLite
     # serialises writers anyway).
     list(Account.objects.select_for_update().filter(pk=account_id).values_list("pk", flat=True))
+
+
+lock_account = _lock_account
+
+
+def _record_reorder(account, hook: str, before: list[ChainEntry], after: list[ChainEntry]) -> None:
+    names = [[e.installation.plugin.slug for e in entries] for entries in (before, after)]
+    if names[0] != names[1]:
+        changes.record(account.pk, changes.ACTIONS.REORDER, f"reordered the {hook} chain",
+                       before={"hook": hook, "order": names[0]}, after={"hook": hook, "order": names[1]})
 
 
 def _renumber(entries: list[ChainEntry]) -> None:
@@ -71,6 +82,7 @@ def set_order(account, hook: str, order: list[str]) -> list[ChainEntry]:
         raise InvalidInput("order", f"installation {missing[0]} is missing; list every installation in the chain")
     reordered = [by_id[i] for i in order]
     _renumber(reordered)
+    _record_reorder(account, hook, entries, reordered)
     mark_changed(account.pk)
     return reordered
 
@@ -89,10 +101,12 @@ def move_to(account, hook: str, installation_id: str, position: int) -> list[Cha
         raise InvalidInput("installationId", f"{installation.plugin.slug} does not define a {hook} handler")
     if not isinstance(position, int) or isinstance(position, bool) or position < 0:
         raise InvalidInput("position", "expected an integer >= 0")
-    entries = [e for e in chain_entries(account, hook) if e.installation_id != installation.pk]
+    current = chain_entries(account, hook)
+    entries = [e for e in current if e.installation_id != installation.pk]
     entry = (ChainEntry.objects.filter(installation=installation, hook=hook).first()
              or ChainEntry.objects.create(account=account, hook=hook, installation=installation, position=0))
     entries.insert(min(position, len(entries)), entry)
     _renumber(entries)
+    _record_reorder(account, hook, current, entries)
     mark_changed(account.pk)
     return entries

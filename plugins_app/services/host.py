@@ -31,21 +31,31 @@ class HostCall:
 
 Member = Callable[[HostCall, list], Any]
 MEMBERS: dict[str, Member] = {}
+# Members that change something outside the chain run, or a test of the call's arguments for those
+# that only sometimes do (a fetch that posts): a dry run reports them instead of calling them.
+WRITES: dict[str, Callable[[list], bool]] = {}
+# What a dry run answers a writing call with: an object, so plugins that read a field of the answer
+# go on instead of failing on null.
+DRY_RUN_ANSWER = {"dryRun": True}
 
 
-def member(name: str):
-    """Register the function that answers `host.<name>(...)`."""
+def member(name: str, *, writes: bool | Callable[[list], bool] = False):
+    """Register the function that answers `host.<name>(...)`; `writes` marks members with side effects."""
     def register(fn: Member) -> Member:
         MEMBERS[name] = fn
+        if writes:
+            WRITES[name] = writes if callable(writes) else (lambda args: True)
         return fn
     return register
 
 
 class HostBridge:
     def __init__(self, account, spec: HookSpec, context: dict, *, hop: int = 0, turn_id: str = "",
-                 extras: dict | None = None, record: bool = True):
+                 extras: dict | None = None, record: bool = True, dry_run: bool = False):
         self.account, self.spec, self.context = account, spec, context
         self.record = record
+        self.dry_run = dry_run       # writing members are not called, only listed in would_call
+        self.would_call: list[dict] = []
         self.hop, self.turn_id, self.extras = hop, turn_id, extras or {}
         self.effects: list = []
         self.calls: Counter = Counter()
@@ -59,6 +69,10 @@ class HostBridge:
             raise HostError(f"host.{name} needs the {permission} permission, which an account admin "
                             f"has not granted to {handler.plugin}")
         self.calls[handler.installation_id, name] += 1
+        if self.dry_run and name in WRITES and WRITES[name](args):
+            self.would_call.append({"installationId": handler.installation_id, "plugin": handler.plugin,
+                                    "member": f"host.{name}", "args": args})
+            return dict(DRY_RUN_ANSWER)
         call = HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id,
                         self.extras, self.effects, self.calls[handler.installation_id, name], self.record)
         return fn(call, args)

@@ -25,8 +25,9 @@ def _moment(name: str, raw: str, end_of_day: bool = False) -> datetime:
     return value
 
 
-def _common(qs, params, time_field: str = "created_at"):
-    if params.get("hook"):
+def common(qs, params, time_field: str = "created_at", *, hook: bool = True):
+    """Filters shared by the audit lists: hook, plugin slug, since and until."""
+    if hook and params.get("hook"):
         require_hook(params["hook"])
         qs = qs.filter(hook=params["hook"])
     if params.get("plugin"):
@@ -41,7 +42,7 @@ def _common(qs, params, time_field: str = "created_at"):
 
 
 def cancellations(account, params) -> "QuerySet[CancelLog]":
-    qs = _common(CancelLog.objects.filter(account=account), params)
+    qs = common(CancelLog.objects.filter(account=account), params)
     if params.get("agentId"):
         qs = qs.filter(agent_id=params["agentId"])
     if params.get("sessionId"):
@@ -52,7 +53,7 @@ def cancellations(account, params) -> "QuerySet[CancelLog]":
 
 
 def warnings(account, params) -> "QuerySet[HandlerWarning]":
-    qs = _common(HandlerWarning.objects.filter(account=account), params)
+    qs = common(HandlerWarning.objects.filter(account=account), params)
     if params.get("kind"):
         if params["kind"] not in HandlerWarning.Kind.values:
             raise InvalidInput("kind", "expected one of " + ", ".join(HandlerWarning.Kind.values))
@@ -62,5 +63,5 @@ def warnings(account, params) -> "QuerySet[HandlerWarning]":
 
 def usage(account, params) -> "QuerySet[UsageDaily]":
     """Daily handler runs and time; `since`/`until` select days."""
-    return _common(UsageDaily.objects.filter(account=account), params, time_field="day").order_by(
+    return common(UsageDaily.objects.filter(account=account), params, time_field="day").order_by(
         "-day", "plugin_slug", "hook")
