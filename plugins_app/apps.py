@@ -10,3 +10,6 @@ class PluginsAppConfig(AppConfig):
 
     def ready(self):
         from plugins_app.services import host_members  # noqa: F401  registers host.* and the log sink
+        from plugins_app.services import metrics
+
+        metrics.register()

@@ -3,7 +3,7 @@
 from django.contrib import admin
 
 # Importing a module registers its admins.
-from . import audit, chains, changes, home, host, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
+from . import audit, chains, changes, home, host, latency, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
 from .scoping import (AccountScopedAdmin, AccountScopedStackedInline, AccountScopedTabularInline,
                       ReadOnlyAccountScopedAdmin)
 
