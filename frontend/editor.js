@@ -2,9 +2,14 @@
 // compile errors marked at their line and column, and a starter template per hook. The textarea it
 // replaces stays in the form and is kept in sync, so the page works the same without JavaScript.
 import { basicSetup, EditorView } from "codemirror";
-import { javascript } from "@codemirror/lang-javascript";
+import { javascript, javascriptLanguage } from "@codemirror/lang-javascript";
 import { Compartment, EditorState } from "@codemirror/state";
 import { lintGutter, setDiagnostics } from "@codemirror/lint";
+
+function completionTable() {
+  const element = document.getElementById("hub-completions");
+  return element ? JSON.parse(element.textContent) : null;
+}
 
 function position(doc, line, column) {
   const at = doc.line(Math.min(Math.max(line, 1), doc.lines));
@@ -20,6 +25,44 @@ function diagnostics(doc, errors) {
   });
 }
 
+// Completes hook names after `middleware.`, the hook's context fields after `c.` (or `context.`, `ctx.`)
+// and host members after `host.`, from the table the page embeds (the d.ts's own sources).
+function hubCompletions(table) {
+  return (context) => {
+    const hook = context.matchBefore(/middleware\.\w*/);
+    if (hook) {
+      return { from: hook.from + "middleware.".length, validFor: /^\w*$/,
+               options: table.hooks.map((h) => ({ label: h.label, type: "function", detail: h.detail, info: h.info })) };
+    }
+    const host = context.matchBefore(/\bhost\.[\w.]*/);
+    if (host) {
+      const typed = host.text.slice("host.".length);
+      const parent = typed.includes(".") ? typed.slice(0, typed.lastIndexOf(".") + 1) : "";
+      const seen = new Map();
+      for (const member of table.host) {
+        if (!member.path.startsWith(parent)) continue;
+        const rest = member.path.slice(parent.length);
+        const label = rest.split(".")[0];
+        if (!seen.has(label)) {
+          seen.set(label, rest.includes(".") ? { label, type: "namespace" }
+            : { label, type: member.detail.includes("(") ? "method" : "property", detail: member.detail, info: member.info });
+        }
+      }
+      return { from: host.from + "host.".length + parent.length, validFor: /^\w*$/, options: [...seen.values()] };
+    }
+    const field = context.matchBefore(/\b(?:c|ctx|context)\.\w*/);
+    if (field) {
+      const before = context.state.sliceDoc(0, context.pos);
+      const hooks = [...before.matchAll(/middleware\.(\w+)\s*=/g)];
+      const fields = hooks.length ? table.fields[hooks[hooks.length - 1][1]] : null;
+      if (!fields) return null;
+      return { from: field.from + field.text.indexOf(".") + 1, validFor: /^\w*$/,
+               options: fields.map((f) => ({ label: f.label, type: "property", detail: f.detail })) };
+    }
+    return null;
+  };
+}
+
 function mount(textarea) {
   const languageSelect = document.getElementById("id_language");
   const language = new Compartment();
@@ -32,6 +75,7 @@ function mount(textarea) {
         basicSetup,
         language.of(modeFor()),
         lintGutter(),
+        ...(completionTable() ? [javascriptLanguage.data.of({ autocomplete: hubCompletions(completionTable()) })] : []),
         EditorView.lineWrapping,
         EditorView.contentAttributes.of({ "aria-label": "Plugin source" }),
         EditorView.editorAttributes.of({ class: "hub-editor" }),   // CodeMirror owns the class attribute

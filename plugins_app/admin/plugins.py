@@ -20,7 +20,7 @@ from plugins_app.services import admin_ops, plugin_settings, plugins, quarantine
 from .catalog import catalog_detail, catalog_page, schema_rows
 from .forms import InstallationChangeForm, InstallForm
 from .latency import installation_latency_link
-from .starters import starters
+from .starters import completions, starters
 from .scoping import AccountScopedAdmin, admin_account_ids, is_operator, per_object_action
 
 
@@ -224,6 +224,7 @@ class InstallationAdmin(AccountScopedAdmin):
             "hooks": [HOOKS[h] for h in compiled["hooks"]] if compiled else [],
             "compile_errors": getattr(form, "compile_errors", []),
             "starters": starters(),
+            "completions": completions(),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/plugins_app/installation/install.html", context)

@@ -39,3 +39,15 @@ def starter(hook: str, typescript: bool) -> str:
 
 def starters() -> dict:
     return {hook: {"typescript": starter(hook, True), "javascript": starter(hook, False)} for hook in HOOK_NAMES}
+
+
+def completions() -> dict:
+    """What the editor completes, from the same tables as GET /api/v1/sdk/middleware.d.ts: hook names
+    after `middleware.`, the hook's context fields after `c.`, host members after `host.`."""
+    from plugins_app.runtime.sdk_types import HOST_MEMBERS
+
+    return {
+        "hooks": [{"label": name, "detail": spec.returns(), "info": spec.summary} for name, spec in HOOKS.items()],
+        "fields": {name: [{"label": f.name, "detail": _ts_type(f)} for f in spec.fields] for name, spec in HOOKS.items()},
+        "host": [{"path": m.path, "detail": m.signature, "info": m.doc} for m in HOST_MEMBERS],
+    }

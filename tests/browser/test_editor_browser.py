@@ -54,3 +54,27 @@ def test_the_editor_marks_a_compile_error_at_its_line_and_column(page, live_serv
     page.click("input[name=_install]")
     page.wait_for_selector(".messagelist .success")
     assert Installation.objects.get().plugin.hooks == ["todoAdded"]
+
+
+def test_the_editor_completes_hooks_context_fields_and_host_members(page, live_server):
+    Account.objects.create(name="acme")
+    services.add_member("acme", "alice", "admin", password=PASSWORD)
+    log_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/admin/plugins_app/installation/add/")
+    page.locator(".cm-content").click()
+    completions = page.locator(".cm-tooltip-autocomplete li")
+
+    page.keyboard.type("globalThis.middleware.todo")
+    completions.first.wait_for()
+    assert completions.locator(".cm-completionLabel").all_inner_texts() == ["todoAdded"]
+    page.keyboard.press("Enter")
+    page.keyboard.type(" = async (c) => c.te")
+    completions.first.wait_for()
+    labels = completions.locator(".cm-completionLabel")
+    assert labels.all_inner_texts() == ["texts"]
+    assert completions.locator(".cm-completionDetail").all_inner_texts() == ["string[]"]
+    page.keyboard.press("Escape")
+    page.keyboard.type("xts; host.work")
+    completions.first.wait_for()
+    assert completions.locator(".cm-completionLabel").all_inner_texts() == ["workspace"]
+    assert "globalThis.middleware.todoAdded = async (c) => c.texts; host.work" in page.locator(".cm-content").inner_text()
