@@ -7,7 +7,7 @@ VENV_STAMP := $(VENV)/.requirements-installed
 JS_DIR := plugins_app/runtime/js
 JS_STAMP := $(JS_DIR)/node_modules/.lock-installed
 
-.PHONY: venv js install migrate demo run test bench bench-load
+.PHONY: venv js install migrate demo run test bench bench-load screenshots editor
 
 venv: $(VENV_STAMP)
 
@@ -45,3 +45,11 @@ bench: install
 
 bench-load: install
 	$(BIN)/python bench/load.py $(LOAD_ARGS)
+
+# Regenerates docs/screenshots/*.png from the browser tests (headless Debian chromium).
+screenshots: install
+	HUB_TEST_BROWSER=1 HUB_SCREENSHOTS_DIR=docs/screenshots $(BIN)/pytest -q -p no:cacheprovider tests/browser
+
+# Rebuilds static/hub_admin/editor.js (CodeMirror 6) from frontend/; the built file is committed.
+editor:
+	cd frontend && npm ci && npm run build

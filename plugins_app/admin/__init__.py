@@ -3,13 +3,14 @@
 from django.contrib import admin
 
 # Importing a module registers its admins.
-from . import audit, chains, changes, host, latency, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
+from . import audit, chains, changes, home, host, latency, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
 from .scoping import (AccountScopedAdmin, AccountScopedStackedInline, AccountScopedTabularInline,
                       ReadOnlyAccountScopedAdmin)
 
 admin.site.site_header = "Middleware Hub"
 admin.site.site_title = "Middleware Hub"
 admin.site.index_title = "Plugins, chains and audit trails"
+home.install(admin.site)
 
 __all__ = ["AccountScopedAdmin", "AccountScopedStackedInline", "AccountScopedTabularInline",
            "ReadOnlyAccountScopedAdmin"]
