@@ -20,7 +20,7 @@ $(VENV_STAMP): requirements.txt
 js: $(JS_STAMP)
 
 $(JS_STAMP): $(JS_DIR)/package-lock.json $(JS_DIR)/package.json
-	cd $(JS_DIR) && npm ci
+	cd $(JS_DIR) && npm ci && npm run build
 	touch $@
 
 install: venv js

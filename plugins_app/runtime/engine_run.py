@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -137,7 +138,7 @@ async def _attempt(engine: "Engine", iso: Isolate, job: "Job", batch: list, cont
     state = engine.state = RunState(seq=engine.run_seq, job=job, handler_ids=[h["id"] for h in batch])
     payload = {"account": req["account"], "hook": req["hook"], "context": context, "budgetMs": req["budgetMs"],
                "host": req["host"], "traceValues": req.get("traceValues", False), "handlers": batch,
-               "seq": state.seq}
+               "seq": state.seq, "entropy": os.urandom(32).hex()}   # reseeds the isolate's crypto
     budget = req["budgetMs"] / 1000
     answer = None
     if early and job.message.get("op") == Op.RUN.value:

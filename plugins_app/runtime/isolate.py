@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import struct
 import threading
 from typing import Awaitable, Callable
@@ -62,6 +63,7 @@ class Isolate:
         self.mr.set_hard_memory_limit(self.memory_mb * 1024 * 1024)
         self.queue = EvalQueue(self.mr)
         await self.eval(jsassets.ses_source(), 30)
+        await self.eval(jsassets.web_polyfills_bundle_source(), 10)
         await self.eval(
             "lockdown({errorTaming: 'unsafe', stackFiltering: 'verbose', overrideTaming: 'severe',"
             " consoleTaming: 'unsafe'}); 1", 10)
@@ -70,7 +72,8 @@ class Isolate:
         glob = await self.mr.eval_cancelable("globalThis")
         glob["__py"] = py
         await self.eval(jsassets.harness_source(), 10)
-        await self.eval(f"__hub.init({json.dumps(hook_table_json())}, {json.dumps(self.limits.as_json())}); 1", 5)
+        seed = json.dumps(os.urandom(32).hex())   # the isolate's entropy: V8 inside SES has none
+        await self.eval(f"__hub.init({json.dumps(hook_table_json())}, {json.dumps(self.limits.as_json())}, {seed}); 1", 5)
         self._progress = await self.eval("__hub.progressBuffer", 5)
         return self
 

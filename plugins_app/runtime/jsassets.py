@@ -17,7 +17,7 @@ def _read(path: Path) -> str:
     if not path.exists():
         raise MissingAsset(
             f"{path} is missing: run `make install` (npm ci in {JS_DIR}) to fetch the engine's JavaScript")
-    return path.read_text(encoding="utf-8")
+    return path.read_text(encoding="utf-8") + "\n;1"
 
 
 @lru_cache(maxsize=None)
@@ -48,3 +48,14 @@ def web_polyfills_source() -> str:
         "fast-text-encoding/text.min.js",   # TextEncoder, TextDecoder
         "base-64/base64.js",                # base64.encode / decode: btoa and atob
     )) + "\n;1"
+
+
+@lru_cache(maxsize=None)
+def web_polyfills_bundle_source() -> str:
+    """structuredClone, URL, AbortController and the SHA digests, bundled from npm by js/build-polyfills.sh.
+    Evaluated before lockdown(): core-js keeps its internal state by assigning over WeakMap methods,
+    which frozen intrinsics refuse; lockdown then freezes what the bundle captured like any intrinsic."""
+    path = JS_DIR / "dist" / "web-polyfills.js"
+    if not path.exists():
+        raise MissingAsset(f"{path} is missing: run `make js` (npm ci and npm run build in {JS_DIR})")
+    return path.read_text(encoding="utf-8") + "\n;1"

@@ -119,6 +119,61 @@ declare class TextDecoder {
   readonly encoding: "utf-8";
   decode(input?: ArrayBufferView | ArrayBuffer): string;
 }
+/** Milliseconds since the engine's isolate started; monotonic, millisecond resolution. */
+declare var performance: { readonly timeOrigin: number; now(): number };
+declare function structuredClone<T>(value: T, options?: { lossy?: boolean; json?: boolean }): T;
+declare class URLSearchParams {
+  constructor(init?: string | Record<string, string> | [string, string][] | URLSearchParams);
+  readonly size: number;
+  append(name: string, value: string): void;
+  delete(name: string, value?: string): void;
+  get(name: string): string | null;
+  getAll(name: string): string[];
+  has(name: string, value?: string): boolean;
+  set(name: string, value: string): void;
+  sort(): void;
+  forEach(callback: (value: string, name: string, parent: URLSearchParams) => void): void;
+  keys(): IterableIterator<string>;
+  values(): IterableIterator<string>;
+  entries(): IterableIterator<[string, string]>;
+  [Symbol.iterator](): IterableIterator<[string, string]>;
+  toString(): string;
+}
+declare class URL {
+  constructor(url: string | URL, base?: string | URL);
+  static canParse(url: string | URL, base?: string | URL): boolean;
+  static parse(url: string | URL, base?: string | URL): URL | null;
+  hash: string; host: string; hostname: string; href: string; readonly origin: string; password: string;
+  pathname: string; port: string; protocol: string; search: string; readonly searchParams: URLSearchParams;
+  username: string;
+  toJSON(): string;
+  toString(): string;
+}
+declare class AbortSignal {
+  readonly aborted: boolean;
+  readonly reason: any;
+  onabort: ((event: { type: "abort" }) => void) | null;
+  addEventListener(type: "abort", listener: (event: { type: "abort" }) => void, options?: { once?: boolean }): void;
+  removeEventListener(type: "abort", listener: (event: { type: "abort" }) => void): void;
+  throwIfAborted(): void;
+  static abort(reason?: any): AbortSignal;
+  static any(signals: Iterable<AbortSignal>): AbortSignal;
+}
+declare class AbortController {
+  readonly signal: AbortSignal;
+  abort(reason?: any): void;
+}
+type IntegerTypedArray = Int8Array | Uint8Array | Uint8ClampedArray | Int16Array | Uint16Array | Int32Array |
+  Uint32Array | BigInt64Array | BigUint64Array;
+declare var crypto: {
+  /** Fills the array (at most 65,536 bytes) from the engine's generator, seeded from os.urandom. */
+  getRandomValues<T extends IntegerTypedArray>(array: T): T;
+  randomUUID(): `${string}-${string}-${string}-${string}-${string}`;
+  readonly subtle: {
+    digest(algorithm: "SHA-1" | "SHA-256" | "SHA-384" | "SHA-512" | { name: string },
+           data: ArrayBuffer | ArrayBufferView): Promise<ArrayBuffer>;
+  };
+};
 """
 
 

@@ -1,6 +1,7 @@
 """Popular npm libraries, bundled with esbuild as plugin authors do (compat/build.sh), run in the real runtime."""
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -46,11 +47,11 @@ def test_a_bundled_library_installs_and_runs(library, make_handler, chain):
     assert result.value == expected
 
 
-@pytest.mark.xfail(strict=True, reason="crypto.getRandomValues is not in a plugin's compartment yet (docs/plugins-authoring.md)")
-def test_uuid_needs_web_crypto(make_handler, chain):
+def test_uuid_runs_on_web_crypto(make_handler, chain):
     handler = make_handler((BUNDLES / "uuid.js").read_text(), slug="uuid")
     result = chain("userMessageInbound", [handler], dict(INBOUND_CONTEXT, text="example.com"))
     assert result.trace[0].status == "ran", result.trace[0].warning
+    assert result.value == f"true 4 {uuid.uuid5(uuid.NAMESPACE_DNS, 'example.com')} true"
 
 
 def test_every_fixture_is_listed_with_its_version():

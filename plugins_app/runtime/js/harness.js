@@ -129,9 +129,117 @@
       const { TextEncoder, TextDecoder, base64 } = globalThis;
       const btoa = (data) => base64.encode(String(data));
       const atob = (data) => base64.decode(String(data));
-      sharedWebGlobals = harden({ Intl, queueMicrotask, TextEncoder, TextDecoder, atob, btoa });
+      const { structuredClone, URL, URLSearchParams, AbortController, AbortSignal } = globalThis.__webPolyfills;
+      // The polyfill's AbortSignal.timeout would start a timer on the isolate's own clock, outliving the
+      // invocation (a plugin's setTimeout + controller.abort() does the same within it); it has no
+      // AbortSignal.abort(reason), which is added here from its own AbortController.
+      delete AbortSignal.timeout;
+      // The polyfill dispatches "abort" again on a second abort(); the web API does nothing then.
+      const polyfillAbort = AbortController.prototype.abort;
+      Object.defineProperty(AbortController.prototype, "abort", { writable: true, configurable: true,
+        value: function abort(reason) { if (!this.signal.aborted) polyfillAbort.call(this, reason); } });
+      Object.defineProperty(AbortSignal, "abort", { writable: true, configurable: true, value: function abort(reason) {
+        const controller = new AbortController();
+        controller.abort(reason);
+        return controller.signal;
+      } });
+      sharedWebGlobals = harden({ Intl, queueMicrotask, TextEncoder, TextDecoder, atob, btoa, performance,
+        structuredClone: (value, options) => structuredClone(value, options),
+        URL, URLSearchParams, AbortController, AbortSignal, crypto: makeCrypto() });
     }
     return sharedWebGlobals;
+  }
+
+  // performance.now(): milliseconds since the isolate started, never going back. V8 embedded has no
+  // sub-millisecond clock (Date.now and Temporal.Now are both floored to the millisecond), so neither
+  // has this; see docs/plugins-authoring.md.
+  const timeOrigin = Date.now();
+  let lastNow = 0;
+  const performance = {
+    timeOrigin,
+    now() {
+      const t = Date.now() - timeOrigin;
+      if (t > lastNow) lastNow = t;
+      return lastNow;
+    },
+  };
+
+  // ---- Web Crypto. The isolate has no entropy of its own (Math.random is not one), so Python gives
+  // it 32 bytes of os.urandom at start and 32 more with every chain; the generator is SHA-256 in
+  // counter mode over a key that every fresh seed is hashed into, rekeyed after each draw so earlier
+  // output can't be recomputed from a later state.
+  const { digests } = globalThis.__webPolyfills;
+  let drbgKey = new Uint8Array(32);
+  let drbgCounter = 0;
+  function reseed(hex) {
+    const fresh = new Uint8Array(hex.length / 2);
+    for (let i = 0; i < fresh.length; i++) fresh[i] = parseInt(hex.substr(i * 2, 2), 16);
+    drbgKey = digests["SHA-256"].create().update(drbgKey).update(fresh).digest();
+  }
+  function randomBytes(length) {
+    const out = new Uint8Array(length);
+    const block = new Uint8Array(8);
+    for (let offset = 0; offset < length; offset += 32) {
+      new DataView(block.buffer).setFloat64(0, drbgCounter++);
+      const bytes = digests["SHA-256"].create().update(drbgKey).update(block).digest();
+      out.set(length - offset >= 32 ? bytes : bytes.subarray(0, length - offset), offset);
+    }
+    drbgKey = digests["SHA-256"].create().update(drbgKey).update(new Uint8Array([0x6b])).digest();
+    return out;
+  }
+  // Read through the intrinsic getters, so a subclass or a proxy can't lie about what it is.
+  const TypedArrayProto = Object.getPrototypeOf(Uint8Array.prototype);
+  const typedArrayName = Object.getOwnPropertyDescriptor(TypedArrayProto, Symbol.toStringTag).get;
+  const typedArrayBytes = (view) => {
+    const get = (name) => Object.getOwnPropertyDescriptor(TypedArrayProto, name).get.call(view);
+    return new Uint8Array(get("buffer"), get("byteOffset"), get("byteLength"));
+  };
+  const INTEGER_ARRAYS = ["Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array",
+    "Int32Array", "Uint32Array", "BigInt64Array", "BigUint64Array"];
+  function domError(name, message) {
+    const e = new Error(message);
+    e.name = name;
+    return e;
+  }
+  function bufferSourceCopy(data) {
+    try {
+      if (ArrayBuffer.isView(data)) {
+        const proto = typedArrayName.call(data) !== undefined ? TypedArrayProto : DataView.prototype;
+        const get = (name) => Object.getOwnPropertyDescriptor(proto, name).get.call(data);
+        return new Uint8Array(get("buffer"), get("byteOffset"), get("byteLength")).slice();
+      }
+      return new Uint8Array(ArrayBuffer.prototype.slice.call(data, 0));
+    } catch (e) {
+      throw new TypeError("crypto.subtle.digest: data must be an ArrayBuffer, a typed array or a DataView");
+    }
+  }
+  function makeCrypto() {
+    const getRandomValues = (array) => {
+      const name = ArrayBuffer.isView(array) ? typedArrayName.call(array) : undefined;
+      if (!INTEGER_ARRAYS.includes(name)) {
+        throw domError("TypeMismatchError", "crypto.getRandomValues: the argument must be an integer typed array");
+      }
+      const target = typedArrayBytes(array);
+      if (target.length > 65536) {
+        throw domError("QuotaExceededError", `crypto.getRandomValues: ${target.length} bytes is over the 65536 limit`);
+      }
+      target.set(randomBytes(target.length));
+      return array;
+    };
+    const randomUUID = () => {
+      const b = randomBytes(16);
+      b[6] = (b[6] & 0x0f) | 0x40;
+      b[8] = (b[8] & 0x3f) | 0x80;
+      const hex = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+      return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+    };
+    const digest = async (algorithm, data) => {
+      const name = String(typeof algorithm === "object" && algorithm !== null ? algorithm.name : algorithm).toUpperCase();
+      const hash = Object.prototype.hasOwnProperty.call(digests, name) ? digests[name] : undefined;
+      if (hash === undefined) throw domError("NotSupportedError", `crypto.subtle.digest: unsupported algorithm ${name}; use SHA-1, SHA-256, SHA-384 or SHA-512`);
+      return hash(bufferSourceCopy(data)).slice().buffer;
+    };
+    return { getRandomValues, randomUUID, subtle: { digest } };
   }
 
   // `self` and `global` name the compartment's own global object, as `globalThis` does: libraries
@@ -347,9 +455,10 @@
   }
 
   globalThis.__hub = harden({
-    init(tableJson, limitsJson) {
+    init(tableJson, limitsJson, seedHex) {
       table = JSON.parse(tableJson);
       limits = JSON.parse(limitsJson);
+      reseed(seedHex);
     },
     // Loads (or reloads) one installation's compiled code; returns the hooks it defines.
     load(account, id, hash, code, configJson) {
@@ -361,6 +470,7 @@
     // Python reads the outcome with poll(), queued right behind: {missing} if code must be loaded.
     run(reqJson) {
       const req = JSON.parse(reqJson);
+      if (typeof req.entropy === "string") reseed(req.entropy);
       const missing = req.handlers.filter((h) => {
         const entry = plugins.get(keyOf(req.account, h.id));
         return entry === undefined || entry.hash !== h.hash;
