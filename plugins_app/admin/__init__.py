@@ -3,8 +3,12 @@
 from django.contrib import admin
 
 from . import audit, chains, host, plugins, scheduling, ssh, ssh_turns  # noqa: F401  (registers the admins)
-from .scoping import (AccountScopedAdmin, AccountScopedStackedInline, AccountScopedTabularInline,
-                      ReadOnlyAccountScopedAdmin)
+from .scoping import (
+    AccountScopedAdmin,
+    AccountScopedStackedInline,
+    AccountScopedTabularInline,
+    ReadOnlyAccountScopedAdmin,
+)
 
 admin.site.site_header = "Middleware Hub"
 admin.site.site_title = "Middleware Hub"

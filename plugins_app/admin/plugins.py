@@ -148,9 +148,9 @@ class InstallationAdmin(AccountScopedAdmin):
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
         return [
-            path("catalog/", self.admin_site.admin_view(self.catalog_view), name="%s_%s_catalog" % info),
+            path("catalog/", self.admin_site.admin_view(self.catalog_view), name="{}_{}_catalog".format(*info)),
             path("<path:object_id>/release/", self.admin_site.admin_view(self.release_view),
-                 name="%s_%s_release" % info),
+                 name="{}_{}_release".format(*info)),
             *super().get_urls(),
         ]
 

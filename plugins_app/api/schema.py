@@ -153,7 +153,7 @@ def document_errors(result, generator, request, public):
     used = set()
     for path, operations in result.get("paths", {}).items():
         segment = path.removeprefix("/api/v1/").split("/", 1)[0]
-        for method, op in operations.items():
+        for op in operations.values():
             tag = TAGS.get(segment, segment)
             op["tags"] = [tag]
             used.add(tag)

@@ -4,8 +4,8 @@ import time
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import serializers as drf_serializers
 from rest_framework import generics, status
+from rest_framework import serializers as drf_serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .hooks import HookSpec
 from .protocol import DEFAULT_BUDGET_MS, CrashKind, HostPlan, Op, RunRequest, RunResult

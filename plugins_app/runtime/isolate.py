@@ -7,7 +7,7 @@ import contextlib
 import json
 import struct
 import threading
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from py_mini_racer import MiniRacer
 from py_mini_racer._exc import JSOOMException
@@ -57,7 +57,7 @@ class Isolate:
         self._progress: memoryview | None = None
         self.loaded: dict[str, str] = {}   # "account/installation" -> code hash held here
 
-    async def start(self) -> "Isolate":
+    async def start(self) -> Isolate:
         self.mr = MiniRacer()
         self.mr.set_hard_memory_limit(self.memory_mb * 1024 * 1024)
         self.queue = EvalQueue(self.mr)

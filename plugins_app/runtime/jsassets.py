@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 JS_DIR = Path(__file__).resolve().parent / "js"
@@ -20,21 +20,21 @@ def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=None)
+@cache
 def ses_source() -> str:
     return _read(NODE_MODULES / "ses" / "dist" / "ses.umd.min.js")
 
 
-@lru_cache(maxsize=None)
+@cache
 def typescript_source() -> str:
     return _read(NODE_MODULES / "typescript" / "lib" / "typescript.js")
 
 
-@lru_cache(maxsize=None)
+@cache
 def harness_source() -> str:
     return _read(JS_DIR / "harness.js")
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiler_source() -> str:
     return _read(JS_DIR / "compiler.js")

@@ -11,9 +11,9 @@ import sys
 import threading
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable
 
 from . import wire
 from .protocol import CrashKind, Op
@@ -46,7 +46,7 @@ class EngineLink:
         self.next_id = 0
 
     @classmethod
-    def connect(cls, address: str) -> "EngineLink":
+    def connect(cls, address: str) -> EngineLink:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(CONNECT_TIMEOUT_SECONDS)
         sock.connect(address)   # an engine being replaced leaves this in the listen backlog

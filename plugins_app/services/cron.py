@@ -254,7 +254,7 @@ def _expire_stale_runs(job: CronJob, now) -> None:
 
 
 def _enqueue(task_name: str, *args) -> None:
-    from plugins_app import tasks   # tasks import the services; import here to avoid the cycle
+    from plugins_app import tasks  # tasks import the services; import here to avoid the cycle
 
     getattr(tasks, task_name).delay(*args)
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from plugins_app.runtime.chain import Handler, HostError
 from plugins_app.runtime.hooks import HookSpec

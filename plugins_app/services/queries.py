@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, time
 
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
@@ -40,7 +41,7 @@ def _common(qs, params, time_field: str = "created_at"):
     return qs
 
 
-def cancellations(account, params) -> "QuerySet[CancelLog]":
+def cancellations(account, params) -> QuerySet[CancelLog]:
     qs = _common(CancelLog.objects.filter(account=account), params)
     if params.get("agentId"):
         qs = qs.filter(agent_id=params["agentId"])
@@ -51,7 +52,7 @@ def cancellations(account, params) -> "QuerySet[CancelLog]":
     return qs.order_by("-created_at", "-id")
 
 
-def warnings(account, params) -> "QuerySet[HandlerWarning]":
+def warnings(account, params) -> QuerySet[HandlerWarning]:
     qs = _common(HandlerWarning.objects.filter(account=account), params)
     if params.get("kind"):
         if params["kind"] not in HandlerWarning.Kind.values:
@@ -60,7 +61,7 @@ def warnings(account, params) -> "QuerySet[HandlerWarning]":
     return qs.order_by("-created_at", "-id")
 
 
-def usage(account, params) -> "QuerySet[UsageDaily]":
+def usage(account, params) -> QuerySet[UsageDaily]:
     """Daily handler runs and time; `since`/`until` select days."""
     return _common(UsageDaily.objects.filter(account=account), params, time_field="day").order_by(
         "-day", "plugin_slug", "hook")

@@ -8,7 +8,6 @@ from django.urls import reverse
 from plugins_app.models import ChainEntry, Installation, Plugin
 from plugins_app.services import catalog, plugins
 
-from .admin_support import fast_passwords, login  # noqa: F401
 from .conftest import PROMPT, appender
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ import pytest
 from accounts.models import Account
 from plugins_app.models import Installation, Plugin
 
-from .catalog_support import execute, install_official, patch_settings, synced  # noqa: F401
+from .catalog_support import execute, install_official, patch_settings
 from .conftest import PROMPT
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,7 @@ import pytest
 
 from plugins_app.models import CancelLog
 
-from .catalog_support import SSH, execute, install_official, patch_settings, synced  # noqa: F401
+from .catalog_support import SSH, execute, install_official, patch_settings
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ leaves alone, and its settings."""
 
 import pytest
 
-from .catalog_support import SSH, execute, install_official, logs, patch_settings, synced  # noqa: F401
+from .catalog_support import SSH, execute, install_official, logs, patch_settings
 
 pytestmark = pytest.mark.django_db
 

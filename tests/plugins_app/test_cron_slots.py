@@ -9,7 +9,7 @@ from plugins_app import tasks
 from plugins_app.models import CancelLog, CronJob, CronRun, PlatformConfig, UsageDaily
 from plugins_app.services import cron
 
-from .scheduling_support import COMPLETED_COUNTER, FIRING_REWRITE, eager, platform  # noqa: F401  (fixtures)
+from .scheduling_support import COMPLETED_COUNTER, FIRING_REWRITE
 
 pytestmark = pytest.mark.django_db
 

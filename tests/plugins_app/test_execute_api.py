@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, UsageDaily
+from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 
 from .conftest import PROMPT, appender
 

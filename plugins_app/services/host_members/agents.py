@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from plugins_app.errors import InvalidInput, NotFound
 from plugins_app.models import Agent, Installation
@@ -56,7 +57,7 @@ def get_agent(account, agent_id) -> Agent:
     return agent
 
 
-def list_agents(account, params) -> "QuerySet[Agent]":
+def list_agents(account, params) -> QuerySet[Agent]:
     qs = Agent.objects.filter(account=account).select_related("plugin")
     if params.get("plugin"):
         qs = qs.filter(plugin__slug=params["plugin"])

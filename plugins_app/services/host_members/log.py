@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 
 from plugins_app.errors import InvalidInput
 from plugins_app.models import Installation, PluginLog
@@ -46,7 +47,7 @@ def prune(installation_id: int, limit: int | None = None) -> int:
     return deleted
 
 
-def logs(account, params) -> "QuerySet[PluginLog]":
+def logs(account, params) -> QuerySet[PluginLog]:
     """The account's plugin logs, newest first, filtered by installationId, plugin, level, hook."""
     qs = PluginLog.objects.filter(account=account)
     if params.get("installationId"):
