@@ -1,22 +1,13 @@
 """OpenAPI additions generated from the hook table: one context schema per hook."""
 
-from plugins_app.runtime.hooks import BOOLEAN, HOOKS, ID, ID_LIST, INTEGER, NUMBER, STRING, STRING_LIST
-
-_TYPES = {
-    ID: {"type": "string", "description": "a 64-bit id as a string", "example": "18446744073709551615"},
-    STRING: {"type": "string"},
-    NUMBER: {"type": "number"},
-    INTEGER: {"type": "integer"},
-    BOOLEAN: {"type": "boolean"},
-    STRING_LIST: {"type": "array", "items": {"type": "string"}},
-    ID_LIST: {"type": "array", "items": {"type": "string", "description": "a 64-bit id as a string"}},
-}
+from plugins_app.runtime.context import FIELD_TYPES
+from plugins_app.runtime.hooks import HOOKS
 
 
 def context_schema(spec) -> dict:
     properties = {}
     for f in spec.fields:
-        prop = dict(_TYPES[f.type])
+        prop = dict(FIELD_TYPES[f.type].schema)
         if f.choices:
             prop["enum"] = list(f.choices)
         if f.nullable:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # Field types a context may carry. "id" is a 64-bit number sent as a string.
 ID = "id"
@@ -41,9 +42,9 @@ class HookSpec:
     session_field: str | None = None
     ssh: bool = False
     summary: str = ""
-    field_index: dict = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    field_index: dict[str, Field] = field(default_factory=dict, compare=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "field_index", {f.name: f for f in self.fields})
 
     @property
@@ -57,7 +58,7 @@ class HookSpec:
     def mutable_fields(self) -> tuple[Field, ...]:
         return tuple(self.field_index[name] for name in self.mutable)
 
-    def value_of(self, context: dict):
+    def value_of(self, context: dict[str, Any]) -> Any:
         """The hook's mutable value(s) as the API reports them."""
         if self.observe_only:
             return None
@@ -65,7 +66,7 @@ class HookSpec:
             return context[self.single_field]
         return {name: context.get(name) for name in self.mutable}
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "summary": self.summary,
@@ -91,7 +92,7 @@ class HookSpec:
         return base + (" | Cancellation" if self.cancellable else "")
 
 
-def _f(name, type_=STRING, **kw) -> Field:
+def _f(name: str, type_: str = STRING, **kw: Any) -> Field:
     return Field(name, type_, **kw)
 
 

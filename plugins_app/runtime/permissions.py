@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 # host members that need no grant: they reach nothing outside the plugin's own invocation.
 FREE_MEMBERS = {"log", "config"}
 
@@ -25,5 +27,5 @@ def permission_for(member: str) -> str | None:
     return PERMISSIONS.get(top)
 
 
-def derive_permissions(members) -> list[str]:
+def derive_permissions(members: Iterable[str]) -> list[str]:
     return sorted({p for p in (permission_for(m) for m in members) if p})
