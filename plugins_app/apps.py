@@ -9,4 +9,7 @@ class PluginsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from plugins_app.services import host_members  # noqa: F401  registers host.* and the log sink
+        # Imported here: models must be loaded before the services are.
+        from plugins_app.services import host_members
+
+        host_members.register()

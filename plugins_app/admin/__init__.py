@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from . import audit, chains, host, plugins, scheduling, ssh, ssh_turns  # noqa: F401  (registers the admins)
+from . import accounts, audit, chains, host, plugins, scheduling, ssh, ssh_turns  # noqa: F401  (registers the admins)
 from .scoping import (
     AccountScopedAdmin,
     AccountScopedStackedInline,

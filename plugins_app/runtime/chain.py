@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .hooks import HookSpec
+from .members import OFFERED_BY
 from .protocol import DEFAULT_BUDGET_MS, CrashKind, HostPlan, Op, RunRequest, RunResult
 from .tier import EngineDown, Tier
 
@@ -79,15 +80,15 @@ class HostError(Exception):
 
 
 def host_plan(spec: HookSpec, context: dict, hop: int = 0) -> HostPlan:
-    """Which optional host members this invocation gets (session, workspace, ssh)."""
+    """Which optional host members this invocation gets (session, workspace, ssh: see members.py)."""
     session = None
-    if spec.session_field and hop <= MAX_HOPS:
+    if OFFERED_BY["session"](spec) and hop <= MAX_HOPS:
         session = {
             "id": context.get(spec.session_field),
             "agentId": context.get(spec.agent_field) if spec.agent_field else None,
             "kind": context.get("sessionKind"),
         }
-    return {"session": session, "workspace": spec.carries_agent, "ssh": spec.ssh}
+    return {"session": session, "workspace": OFFERED_BY["workspace"](spec), "ssh": OFFERED_BY["ssh"](spec)}
 
 
 SlowHandler = Callable[[Handler], None]   # a handler is holding its isolate for a long time

@@ -20,12 +20,12 @@ from . import protocol, wire
 from .engine_compile import Compiler
 from .engine_run import DEMOTED_NICE, RunState, run_chain
 from .isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
+from .members import UNCHARGED_MEMBERS
 from .protocol import Op
 
 BUSY_SECONDS = 0.02          # a chain holding the isolate longer than this sends newcomers elsewhere
 MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewhere
 CODE_CACHE_BYTES = 128 * 1024 * 1024
-UNCHARGED_MEMBERS = {"ssh.command"}   # awaiting these does not count against the 5 s budget
 
 
 class Client:

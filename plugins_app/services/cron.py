@@ -17,13 +17,12 @@ from django_celery_beat.models import CrontabSchedule, IntervalSchedule, Periodi
 from plugins_app.errors import Conflict, InvalidInput, NotFound, PlatformError
 from plugins_app.models import CronJob, CronRun
 
-from . import platform
+from . import platform, task_queue
 from .execution import execute_hook
 from .ids import parse_id
 
 logger = logging.getLogger(__name__)
 
-SLOT_TASK = "plugins_app.tasks.fire_cron_slot"
 MAX_NAME_CHARS = 200
 MAX_PROMPT_CHARS = 100_000
 Status = CronRun.Status
@@ -132,8 +131,8 @@ def delete_job(account, job_id) -> None:
 
 def sync_schedule(job: CronJob) -> PeriodicTask:
     """Create or update the job's PeriodicTask from its schedule and `enabled` (beat notices the save)."""
-    task = job.periodic_task or PeriodicTask(name=f"cron job {job.pk}", task=SLOT_TASK)
-    task.task = SLOT_TASK
+    task = job.periodic_task or PeriodicTask(name=f"cron job {job.pk}", task=task_queue.FIRE_CRON_SLOT)
+    task.task = task_queue.FIRE_CRON_SLOT
     task.args = json.dumps([job.pk])
     task.description = f"{job.account}: {job.name}"
     task.enabled = job.enabled
@@ -233,7 +232,7 @@ def _fire(job: CronJob, run: CronRun) -> CronRun:
             moved = CronRun.objects.filter(pk=run.pk, status=Status.FIRING).update(
                 status=Status.DISPATCHING, prompt=result.context["prompt"])
             if moved:
-                transaction.on_commit(lambda: _enqueue("dispatch_mission", run.pk))
+                transaction.on_commit(lambda: task_queue.enqueue(task_queue.DISPATCH_MISSION, run.pk))
     run.refresh_from_db()
     return run
 
@@ -251,12 +250,6 @@ def _expire_stale_runs(job: CronJob, now) -> None:
         reason=f"no completion heard within {settings.HUB_CRON_RUN_EXPIRY_SECONDS} s")
     if expired:
         logger.warning("cron job %s: %d stale run(s) expired", job.pk, expired)
-
-
-def _enqueue(task_name: str, *args) -> None:
-    from plugins_app import tasks  # tasks import the services; import here to avoid the cycle
-
-    getattr(tasks, task_name).delay(*args)
 
 
 # --- dispatch and completion ---------------------------------------------------------------------
@@ -312,7 +305,7 @@ def complete_run(account, run_id, status, session_id=None) -> CronRun:
             run.refresh_from_db()
             raise Conflict(f"cron run {run.pk} is already closed ({run.status})", status=run.status)
         CronRun.objects.filter(pk=run.pk, dispatched_at__isnull=True).update(dispatched_at=now)
-        transaction.on_commit(lambda: _enqueue("fire_cron_completed", run.pk))
+        transaction.on_commit(lambda: task_queue.enqueue(task_queue.FIRE_CRON_COMPLETED, run.pk))
     run.refresh_from_db()
     return run
 

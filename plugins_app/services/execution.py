@@ -115,5 +115,10 @@ def _plugin_id(installation_id: str):
     return Installation.objects.filter(pk=int(installation_id)).values_list("plugin_id", flat=True).first()
 
 
-# Callables (account, spec, result) that store what handlers logged; the host surface adds one.
+# Callables (account, spec, result) that store what handlers logged: the host surface registers one.
 LOG_SINKS: list = []
+
+
+def register_log_sink(sink) -> None:
+    if sink not in LOG_SINKS:
+        LOG_SINKS.append(sink)

@@ -9,6 +9,7 @@ from typing import Any
 
 from plugins_app.runtime.chain import Handler, HostError
 from plugins_app.runtime.hooks import HookSpec
+from plugins_app.runtime.members import BRIDGED_MEMBERS
 from plugins_app.runtime.permissions import permission_for
 
 
@@ -31,15 +32,40 @@ class HostCall:
 
 
 Member = Callable[[HostCall, list], Any]
+# Filled by register_members() (from the app's ready()): host member name -> the function answering it.
 MEMBERS: dict[str, Member] = {}
+_MARK = "host_member"
 
 
-def member(name: str):
-    """Register the function that answers `host.<name>(...)`."""
-    def register(fn: Member) -> Member:
-        MEMBERS[name] = fn
+def member(name: str) -> Callable[[Member], Member]:
+    """Mark the function that answers `host.<name>(...)`; `name` must be a bridged member of the table."""
+    if name not in BRIDGED_MEMBERS:
+        raise ValueError(f"host.{name} is not a bridged member in plugins_app/runtime/members.py")
+
+    def mark(fn: Member) -> Member:
+        setattr(fn, _MARK, name)
         return fn
-    return register
+    return mark
+
+
+def marked_members(module: object) -> list[Member]:
+    """The functions `module` marked with @member."""
+    return [fn for fn in vars(module).values() if callable(fn) and hasattr(fn, _MARK)]
+
+
+def register_members(functions: list[Member]) -> None:
+    """Install the member functions; every bridged member of the table needs exactly one."""
+    found: dict[str, Member] = {}
+    for fn in functions:
+        name = getattr(fn, _MARK)
+        if name in found and found[name] is not fn:
+            raise ValueError(f"host.{name} is answered by two functions")
+        found[name] = fn
+    missing = sorted(BRIDGED_MEMBERS - set(found))
+    if missing:
+        raise ValueError("host members in runtime/members.py without a function: " + ", ".join(missing))
+    MEMBERS.clear()
+    MEMBERS.update(found)
 
 
 class HostBridge:

@@ -269,3 +269,12 @@ def test_only_one_active_run_per_job_is_enforced_by_the_database(job):
         CronRun.objects.create(account=job.account, job=job, trigger_key="k2", trigger="manual",
                                status="firing", slot_at=timezone.now())
     assert CronJob.objects.get(pk=job.pk).runs.count() == 1
+
+
+def test_every_task_the_services_queue_by_name_is_registered():
+    from middleware_hub.celery import app
+    from plugins_app.services import task_queue
+
+    names = [value for key, value in vars(task_queue).items() if key.isupper()]
+    assert len(names) == 4
+    assert all(name in app.tasks for name in names), sorted(set(names) - set(app.tasks))

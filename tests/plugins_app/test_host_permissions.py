@@ -81,3 +81,17 @@ def test_a_refused_call_fails_open_and_the_chain_goes_on(api_client, install):
     assert body["value"] == "baseB"
     assert [(t["plugin"], t["status"]) for t in body["trace"]] == [("ungranted", "error"), ("next", "ran")]
     assert "host:fetch" in body["trace"][0]["warning"]
+
+
+def test_every_bridged_member_of_the_table_has_its_function_registered_at_start():
+    from plugins_app.runtime.members import BRIDGED_MEMBERS
+    from plugins_app.services.host import MEMBERS
+
+    assert set(MEMBERS) == BRIDGED_MEMBERS
+
+
+def test_a_member_missing_from_the_table_is_refused_when_declared():
+    from plugins_app.services.host import member
+
+    with pytest.raises(ValueError, match="host.calendar.read is not a bridged member"):
+        member("calendar.read")

@@ -10,7 +10,6 @@ from plugins_app.errors import InvalidInput
 from plugins_app.models import Installation, PluginLog
 from plugins_app.runtime.chain import ChainResult
 from plugins_app.runtime.hooks import HookSpec
-from plugins_app.services import execution
 from plugins_app.services.chains import require_hook
 from plugins_app.services.ids import parse_id
 
@@ -63,6 +62,3 @@ def logs(account, params) -> QuerySet[PluginLog]:
         qs = qs.filter(hook=params["hook"])
     return qs.order_by("-created_at", "-id")
 
-
-if store_logs not in execution.LOG_SINKS:
-    execution.LOG_SINKS.append(store_logs)

@@ -1,0 +1,16 @@
+"""Celery tasks by name: services queue work here and never import tasks.py, which imports them."""
+
+from __future__ import annotations
+
+from celery import current_app
+
+FIRE_CRON_SLOT = "plugins_app.tasks.fire_cron_slot"
+DISPATCH_MISSION = "plugins_app.tasks.dispatch_mission"
+FIRE_CRON_COMPLETED = "plugins_app.tasks.fire_cron_completed"
+DELIVER_DUE_NOTIFICATIONS = "plugins_app.tasks.deliver_due_notifications"
+
+
+def enqueue(task_name: str, *args: object) -> None:
+    """Queue a registered task (run in the caller when Celery is set to run tasks eagerly)."""
+    # The registry, unlike send_task, honours task_always_eager; reading it loads tasks.py once.
+    current_app.tasks[task_name].delay(*args)
