@@ -374,6 +374,9 @@ def warm_up(port: int, keys: dict, threads: int, seconds: float = 5.0) -> list[C
 
 # ---------------------------------------------------------------- figures
 
+TIMELINE_BUCKETS = int(os.environ.get("BENCH_TIMELINE_BUCKETS", "10"))
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -397,6 +400,7 @@ class Figures:
     reached: int = 0
     failures: dict = field(default_factory=dict)   # status -> count (non-2xx, errors, timeouts)
     mem: dict = field(default_factory=dict)
+    timeline: list = field(default_factory=list)   # good req/s in each tenth of the phase
 
 
 def summarize(phase: str, calls: list[Call], elapsed: float) -> Figures:
@@ -412,6 +416,11 @@ def summarize(phase: str, calls: list[Call], elapsed: float) -> Figures:
     firsts = [c for c in calls if c.role == "many" and c.first and c.ok]
     fig.first_call_p50, fig.reached = median([c.ms for c in firsts]), len(firsts)
     fig.first_chain_p50 = median([c.chain_ms for c in firsts if c.chain_ms == c.chain_ms])
+    step = max(last, 1e-9) / TIMELINE_BUCKETS
+    counts = [0] * TIMELINE_BUCKETS
+    for c in good:
+        counts[min(TIMELINE_BUCKETS - 1, int(c.done / step))] += 1
+    fig.timeline = [n / step for n in counts]
     for c in calls:
         if not c.ok:
             fig.failures[str(c.status)] = fig.failures.get(str(c.status), 0) + 1
@@ -444,6 +453,8 @@ def print_phase_line(fig: Figures) -> None:
           f"p99 {fig.p99:,.1f} ms, in the view p50 {fig.chain_p50:,.1f} ms{'; ' + bad if bad else ''}; engines {_mib(fig.mem['engines'])} "
           f"({fig.mem['engines_n']}), web {_mib(fig.mem['web'])} ({fig.mem['web_n']})"
           f"{'; FAILED ' + str(fig.failures) if fig.failures else ''}", flush=True)
+    # Where in the phase a dip happened (a bad tenant's first calls, or its steady state) shows here.
+    print(f"    good req/s by tenth of the phase: {' '.join(f'{r:,.0f}' for r in fig.timeline)}", flush=True)
 
 
 def phase_table(figs: list[Figures]) -> None:

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "plugins_app.api.admission.FairAdmissionMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -225,6 +226,11 @@ HUB_QUARANTINE_STRIKES = int(env("HUB_QUARANTINE_STRIKES", 3))
 HUB_QUARANTINE_WINDOW_SECONDS = int(env("HUB_QUARANTINE_WINDOW_SECONDS", 600))
 HUB_QUARANTINE_SECONDS = int(env("HUB_QUARANTINE_SECONDS", 600))
 HUB_SLOW_LANE_SECONDS = int(env("HUB_SLOW_LANE_SECONDS", 600))
+# Execute calls a web process runs at once (more wait their account's turn, round-robin across
+# accounts; a call waiting on an engine does not count). 0 turns the fair admission off.
+HUB_EXECUTE_CONCURRENCY = int(env("HUB_EXECUTE_CONCURRENCY", 2))
+# ...of which one account's calls may take this many (its other calls wait even when a place is free).
+HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT = int(env("HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT", 1))
 
 # SSH (plugins_app.services.ssh). Private keys are encrypted with a key derived from
 # HUB_SSH_KEY_SECRET, or from SECRET_KEY when that is empty.

@@ -12,6 +12,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -25,6 +26,7 @@ MAX_SHIPPED = 100_000   # (account, installation, hash) this process remembers h
 
 HostHandler = Callable[[dict], dict]
 SlowHandler = Callable[[str], None]
+Waiting = Callable[[], AbstractContextManager[None]]   # entered around a wait for the engine's next message
 
 
 class EngineDown(Exception):
@@ -56,14 +58,19 @@ class EngineLink:
         return link
 
     def request(self, message: dict, on_host: HostHandler | None = None, on_slow: SlowHandler | None = None,
-                silence_limit: float = 30.0) -> dict:
+                silence_limit: float = 30.0, waiting: Waiting | None = None) -> dict:
         """Send one request; answer its host calls until the result arrives."""
         self.next_id += 1
         message = dict(message, id=self.next_id)
         try:
             self.conn.send_bytes(wire.dumps(message))
             while True:
-                if not self.readable.poll(silence_limit * 1000):
+                if waiting is None:
+                    ready = self.readable.poll(silence_limit * 1000)
+                else:
+                    with waiting():
+                        ready = self.readable.poll(silence_limit * 1000)
+                if not ready:
                     self.stop_engine()
                     raise EngineDown(CrashKind.WEDGED.value)
                 reply = wire.loads(self.conn.recv_bytes())
@@ -72,8 +79,13 @@ class EngineLink:
                     if reply.get("id") != message["id"]:
                         # From a chain answered before its handler's unawaited call reached us.
                         answer = {"ok": False, "error": f"host.{reply.get('member')}: the chain that called it is over"}
+                    elif on_host is None:
+                        answer = {"ok": False, "error": "no host here"}
+                    elif waiting is None:
+                        answer = on_host(reply)
                     else:
-                        answer = on_host(reply) if on_host else {"ok": False, "error": "no host here"}
+                        with waiting():   # host calls mostly wait on I/O (fetch, LLM, SSH)
+                            answer = on_host(reply)
                     self.conn.send_bytes(wire.dumps({"op": Op.HOST_REPLY.value, "call": reply["call"], **answer}))
                 elif op == Op.SLOW.value:
                     if on_slow is not None:
@@ -130,8 +142,10 @@ class Tier:
     there), the next one when that is busy, and the lane's when its installations are suspect or
     its own chain is what keeps an engine busy."""
 
-    def __init__(self, engines: list[str], lane: list[str], private_env: dict | None = None):
+    def __init__(self, engines: list[str], lane: list[str], private_env: dict | None = None,
+                 waiting: Waiting | None = None):
         self.engines = engines
+        self.waiting = waiting   # lets the web process give this thread's CPU turn away meanwhile
         self.lane = lane or engines
         self.private_env = private_env if private_env is not None else dict(os.environ)
         self._local = threading.local()
@@ -198,7 +212,7 @@ class Tier:
     def _send(self, address, message, on_host, on_slow, silence_limit) -> dict:
         link = self._link(address)
         try:
-            return link.request(message, on_host, on_slow, silence_limit)
+            return link.request(message, on_host, on_slow, silence_limit, self.waiting)
         except EngineDown:
             self._forget(address)
             raise
@@ -208,7 +222,7 @@ class Tier:
         depth = self._local.depth
         self._local.depth = depth + 1
         try:
-            return engine.link.request(message, on_host, on_slow, silence_limit)
+            return engine.link.request(message, on_host, on_slow, silence_limit, self.waiting)
         except EngineDown:
             engine.kill()
             engine = None

@@ -10,6 +10,8 @@ from plugins_app.runtime.protocol import DEFAULT_LIMITS
 from plugins_app.runtime.supervisor import local_supervisor, tier_from_directory
 from plugins_app.runtime.tier import Tier
 
+from .admission import get_gate
+
 _tier: Tier | None = None
 _lock = threading.Lock()
 
@@ -29,6 +31,8 @@ def get_tier() -> Tier:
                 supervisor = local_supervisor(settings.HOOK_ENGINE_PROCESSES, settings.HOOK_LANE_PROCESSES)
                 atexit.register(supervisor.stop)
                 _tier = supervisor.tier()
+            # While a call waits on its engine, its place in the fair admission goes to another.
+            _tier.waiting = get_gate().waiting
         return _tier
 
 

@@ -1,0 +1,178 @@
+"""Fair admission of execute calls in a web process: round-robin across accounts, not first come."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Hashable, Iterator
+
+from django.conf import settings
+
+
+class FairGate:
+    """At most `capacity` calls run at once, at most `per_account` of them one account's; the
+    others wait without using the CPU, and a freed place goes to the next *account* in turn
+    rather than to the next request. An account with many callers in a closed loop (a runaway
+    tenant's retries, say) then gets one turn per round like any other account instead of one
+    per caller.
+
+    A call gives its place back while it waits on an engine (`waiting()`), so a chain that
+    holds an isolate for seconds does not hold a place; coming back, it goes before new calls.
+    """
+
+    def __init__(self, capacity: int, per_account: int | None = None):
+        self.capacity = capacity
+        self.per_account = per_account or capacity   # places one account may hold at once
+        self._lock = threading.Lock()
+        self._running = 0
+        self._held: dict[Hashable, int] = {}
+        self._returning: deque[tuple[Hashable, threading.Event]] = deque()
+        self._waiting: OrderedDict[Hashable, deque[threading.Event]] = OrderedDict()
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def turn(self, key: Hashable) -> Iterator[None]:
+        """Run the body in `key`'s turn. Nested turns of one thread (a chain run from inside a
+        host call) share the outer turn's place."""
+        depth = getattr(self._local, "depth", 0)
+        if depth:
+            self._local.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._local.depth = depth
+            return
+        self._acquire(key, returning=False)
+        self._local.depth, self._local.key, self._local.holding = 1, key, True
+        try:
+            yield
+        finally:
+            self._local.depth = 0
+            if self._local.holding:
+                self._local.holding = False
+                self._release(key)
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Around a wait that needs no CPU of this process: the place goes to someone else."""
+        if not getattr(self._local, "holding", False):
+            yield
+            return
+        self._local.holding = False
+        self._release(self._local.key)
+        try:
+            yield
+        finally:
+            self._acquire(self._local.key, returning=True)
+            self._local.holding = True
+
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._returning) + sum(len(q) for q in self._waiting.values())
+
+    def _acquire(self, key: Hashable, *, returning: bool) -> None:
+        ready = threading.Event()
+        with self._lock:
+            if returning:   # finishing a call goes before starting one, whatever its account holds
+                self._returning.append((key, ready))
+            else:
+                self._waiting.setdefault(key, deque()).append(ready)
+            woken = self._dispatch()
+        for event in woken:
+            event.set()
+        ready.wait()   # set at once when a place was free
+
+    def _release(self, key: Hashable) -> None:
+        with self._lock:
+            self._running -= 1
+            left = self._held[key] - 1
+            if left:
+                self._held[key] = left
+            else:
+                del self._held[key]
+            woken = self._dispatch()
+        for event in woken:
+            event.set()
+
+    def _dispatch(self) -> list[threading.Event]:
+        """Hands free places out: returning calls first, then accounts in turn order, skipping an
+        account that holds its share already."""
+        woken = []
+        while self._running < self.capacity:
+            picked = self._pick()
+            if picked is None:
+                break
+            woken.append(picked)
+        return woken
+
+    def _pick(self) -> threading.Event | None:
+        if self._returning:
+            key, ready = self._returning.popleft()
+        else:
+            key = next((k for k in self._waiting if self._held.get(k, 0) < self.per_account), None)
+            if key is None:
+                return None
+            queue = self._waiting[key]
+            ready = queue.popleft()
+            if queue:
+                self._waiting.move_to_end(key)   # its next caller waits for every other account's turn
+            else:
+                del self._waiting[key]
+        self._running += 1
+        self._held[key] = self._held.get(key, 0) + 1
+        return ready
+
+
+class OpenGate:
+    """No admission control (HUB_EXECUTE_CONCURRENCY = 0)."""
+
+    @contextlib.contextmanager
+    def turn(self, key: Hashable) -> Iterator[None]:
+        yield
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        yield
+
+    def queued(self) -> int:
+        return 0
+
+
+_gate: FairGate | OpenGate | None = None
+_gate_lock = threading.Lock()
+
+
+def get_gate() -> FairGate | OpenGate:
+    """This process's gate, sized by HUB_EXECUTE_CONCURRENCY (calls running at once; 0 = no gate)."""
+    global _gate
+    if _gate is None:
+        with _gate_lock:
+            if _gate is None:
+                capacity = settings.HUB_EXECUTE_CONCURRENCY
+                per_account = settings.HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT
+                _gate = FairGate(capacity, per_account) if capacity > 0 else OpenGate()
+    return _gate
+
+
+# Which account an API key prefix belongs to, learnt from authenticated calls, so a second key
+# of the same account waits in the same line. Bounded: a forged prefix is never learnt.
+MAX_KNOWN_KEYS = 10_000
+_account_of: OrderedDict[str, int] = OrderedDict()
+_known_lock = threading.Lock()
+
+
+def line_for(key_prefix: str | None) -> Hashable:
+    if key_prefix is None:
+        return ("unauthenticated",)
+    with _known_lock:
+        account_id = _account_of.get(key_prefix)
+    return ("account", account_id) if account_id is not None else ("key", key_prefix)
+
+
+def learn(key_prefix: str, account_id: int) -> None:
+    with _known_lock:
+        _account_of[key_prefix] = account_id
+        _account_of.move_to_end(key_prefix)
+        while len(_account_of) > MAX_KNOWN_KEYS:
+            _account_of.popitem(last=False)
