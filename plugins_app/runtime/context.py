@@ -61,8 +61,8 @@ class FieldType:
     check: Callable[[str, Any], None]   # raises ContextError naming the field
     schema: dict[str, Any]              # its OpenAPI/JSON schema
     sample: Any                         # a valid example value for forms and docs
-    # The harness's reader for a handler's returned value (readField in harness.js); None where
-    # no hook lets handlers change a field of this type.
+    # The harness's reader for a handler's returned value (readField in harness.js); None: handlers
+    # may not change a field of this type (ids name things; a hook making one mutable fails a test).
     harness: str | None
 
 
@@ -72,8 +72,8 @@ FIELD_TYPES: dict[str, FieldType] = {
     ID: FieldType(_check_id, _ID_SCHEMA, "18446744073709551615", None),
     STRING: FieldType(_check_string, {"type": "string"}, "example", "string"),
     NUMBER: FieldType(_check_number, {"type": "number"}, 60, "number"),
-    INTEGER: FieldType(_check_integer, {"type": "integer"}, 0, None),
-    BOOLEAN: FieldType(_check_boolean, {"type": "boolean"}, False, None),
+    INTEGER: FieldType(_check_integer, {"type": "integer"}, 0, "integer"),
+    BOOLEAN: FieldType(_check_boolean, {"type": "boolean"}, False, "boolean"),
     STRING_LIST: FieldType(_list_of(_check_string), {"type": "array", "items": {"type": "string"}},
                            ["example"], "string[]"),
     ID_LIST: FieldType(_list_of(_check_id), {"type": "array", "items": {k: v for k, v in _ID_SCHEMA.items()

@@ -22,6 +22,8 @@ class Field:
     nullable: bool = False
     optional: bool = False
     choices: tuple[str, ...] = ()
+    # The least number a handler may return for this field (the harness refuses a smaller one).
+    minimum: float | None = None
 
     def describe(self) -> str:
         text = " | ".join(f'"{c}"' for c in self.choices) if self.choices else self.type
@@ -138,7 +140,7 @@ HOOKS: dict[str, HookSpec] = {spec.name: spec for spec in (
     ),
     HookSpec(
         "notifyScheduled",
-        (_f("sessionId", ID), _f("message"), _f("delaySeconds", NUMBER)),
+        (_f("sessionId", ID), _f("message"), _f("delaySeconds", NUMBER, minimum=0)),
         mutable=("message", "delaySeconds"), session_field="sessionId",
         summary="An agent's timer to itself is being set: clamp, reword or drop it.",
     ),

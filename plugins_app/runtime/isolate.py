@@ -39,6 +39,7 @@ def hook_table_json() -> str:
             "mutable": list(spec.mutable),
             "types": {f.name: f.type for f in spec.mutable_fields()},
             "nullable": [f.name for f in spec.mutable_fields() if f.nullable],
+            "minimum": {f.name: f.minimum for f in spec.mutable_fields() if f.minimum is not None},
             "cancellable": spec.cancellable,
         }
     return json.dumps(table)

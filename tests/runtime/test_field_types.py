@@ -37,10 +37,22 @@ def test_every_hooks_sample_context_passes_its_own_check_and_matches_its_schema(
                 == FIELD_TYPES[f.type].schema
 
 
-def test_the_harness_reads_every_type_a_handler_may_change():
+def harness_readers() -> set[str]:
     harness = jsassets.harness_source()
     read_field = harness[harness.index("function readField("):]
-    read_field = read_field[:read_field.index("\n  }\n")]
-    handled = set(re.findall(r'type === "([^"]+)"', read_field))
+    return set(re.findall(r'type === "([^"]+)"', read_field[:read_field.index("\n  }\n")]))
+
+
+def test_the_harness_reads_every_type_a_handler_may_change():
     for type_name in MUTABLE_TYPES:
-        assert FIELD_TYPES[type_name].harness in handled, f"harness.js readField has no branch for {type_name}"
+        assert FIELD_TYPES[type_name].harness is not None, f"{type_name} fields are not changeable by handlers"
+
+
+def test_every_harness_reader_the_types_name_exists_in_harness_js():
+    named = {t.harness for t in FIELD_TYPES.values() if t.harness}
+    assert named == harness_readers()
+
+
+def test_the_lower_bound_on_a_returned_number_is_the_fields_own():
+    bounded = {(spec.name, f.name): f.minimum for spec in HOOKS.values() for f in spec.fields if f.minimum is not None}
+    assert bounded == {("notifyScheduled", "delaySeconds"): 0}
