@@ -9,7 +9,13 @@ from typing import Any
 
 from .hooks import BOOLEAN, ID, ID_LIST, INTEGER, NUMBER, STRING, STRING_LIST, Field, HookSpec
 
+# The platform's ids (sessions, agents, hosts...) as contexts and the API carry them: strings.
 MAX_ID_LENGTH = 64
+
+
+def is_platform_id(value: object) -> bool:
+    """A non-empty string of at most MAX_ID_LENGTH characters: the one rule for the platform's ids."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH
 
 
 class ContextError(ValueError):
@@ -22,7 +28,7 @@ class ContextError(ValueError):
 def _check_id(name: str, value: Any) -> None:
     if isinstance(value, bool) or isinstance(value, (int, float)):
         raise ContextError(name, "ids are strings (64-bit numbers do not survive JSON numbers)")
-    if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
+    if not is_platform_id(value):
         raise ContextError(name, f"expected a non-empty id string of at most {MAX_ID_LENGTH} characters")
 
 

@@ -14,12 +14,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
-from plugins_app.errors import Conflict, InvalidInput, NotFound, PlatformError
+from plugins_app.errors import Conflict, InvalidInput, PlatformError
 from plugins_app.models import CronJob, CronRun
+from plugins_app.runtime.context import MAX_ID_LENGTH, is_platform_id
 
 from . import platform, task_queue
 from .execution import execute_hook
-from .ids import parse_id
+from .ids import get_in_account
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +35,8 @@ DEFAULTS = {"kind": CronJob.Kind.CRON_JOB, "cron_expression": "", "interval_seco
 # --- validation -------------------------------------------------------------------------------
 
 def check_agent_id(value) -> str:
-    if not _is_id(value):
-        raise InvalidInput("agentId", "expected the agent's id as a non-empty string of at most 64 characters")
+    if not is_platform_id(value):
+        raise InvalidInput("agentId", f"expected the agent's id as a non-empty string of at most {MAX_ID_LENGTH} characters")
     return value
 
 
@@ -74,10 +75,7 @@ def _check_text(field: str, value, limit: int) -> str:
 # --- jobs --------------------------------------------------------------------------------------
 
 def get_job(account, job_id, field: str = "cronJobId") -> CronJob:
-    try:
-        return CronJob.objects.get(pk=parse_id(job_id, field), account=account)
-    except CronJob.DoesNotExist:
-        raise NotFound(f"cron job {job_id} not found") from None
+    return get_in_account(CronJob.objects.all(), account, job_id, field, f"cron job {job_id} not found")
 
 
 @transaction.atomic
@@ -169,10 +167,8 @@ def runs(account, job_id, status: str | None = None):
 
 
 def get_run(account, run_id, field: str = "cronRunId") -> CronRun:
-    try:
-        return CronRun.objects.select_related("job").get(pk=parse_id(run_id, field), account=account)
-    except CronRun.DoesNotExist:
-        raise NotFound(f"cron run {run_id} not found") from None
+    return get_in_account(CronRun.objects.select_related("job"), account, run_id, field,
+                          f"cron run {run_id} not found")
 
 
 # --- slots -------------------------------------------------------------------------------------
@@ -276,7 +272,7 @@ def dispatch(run_id: int) -> CronRun | None:
     # The mission's session, if the platform says; otherwise the complete call must name it.
     session_id = answer.get("sessionId")
     CronRun.objects.filter(pk=run_id, status=Status.DISPATCHING).update(
-        status=Status.RUNNING, dispatched_at=timezone.now(), session_id=session_id if _is_id(session_id) else "")
+        status=Status.RUNNING, dispatched_at=timezone.now(), session_id=session_id if is_platform_id(session_id) else "")
     run.refresh_from_db()
     return run
 
@@ -290,8 +286,8 @@ def complete_run(account, run_id, status, session_id=None) -> CronRun:
     """The platform closes a run it started; cronJobCompleted then fires once, from a task."""
     if status not in CronRun.CLOSING:
         raise InvalidInput("status", "expected one of " + ", ".join(CronRun.CLOSING))
-    if session_id is not None and not _is_id(session_id):
-        raise InvalidInput("sessionId", "expected a non-empty id string of at most 64 characters")
+    if session_id is not None and not is_platform_id(session_id):
+        raise InvalidInput("sessionId", f"expected a non-empty id string of at most {MAX_ID_LENGTH} characters")
     run = get_run(account, run_id)
     session_id = session_id or run.session_id
     if run.status in (Status.DISPATCHING, Status.RUNNING) and not session_id:
@@ -321,7 +317,3 @@ def fire_completed(run_id: int) -> bool:
         "cronJobId": str(run.job_id), "cronJobRunId": str(run.pk), "sessionId": run.session_id,
         "agentId": run.job.agent_id, "status": run.status})
     return True
-
-
-def _is_id(value) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= 64

@@ -8,7 +8,7 @@ from django.db import transaction
 from plugins_app.errors import InvalidInput
 from plugins_app.models import CancelLog, HandlerWarning, Installation
 from plugins_app.runtime.chain import ChainResult, run_chain
-from plugins_app.runtime.context import ContextError, validate_context
+from plugins_app.runtime.context import MAX_ID_LENGTH, ContextError, validate_context
 from plugins_app.runtime.hooks import HookSpec
 
 from . import quarantine
@@ -47,8 +47,8 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
     spec = require_hook(hook)
     if isinstance(hop, bool) or not isinstance(hop, int) or not 0 <= hop <= MAX_HOP:
         raise InvalidInput("hop", f"expected an integer from 0 to {MAX_HOP}")
-    if not isinstance(turn_id, str) or len(turn_id) > 64:
-        raise InvalidInput("turnId", "expected a string of at most 64 characters")
+    if not isinstance(turn_id, str) or len(turn_id) > MAX_ID_LENGTH:   # may be empty: no turn
+        raise InvalidInput("turnId", f"expected a string of at most {MAX_ID_LENGTH} characters")
     try:
         clean = validate_context(spec, context)
     except ContextError as exc:
