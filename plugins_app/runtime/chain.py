@@ -12,7 +12,7 @@ from .members import OFFERED_BY
 from .protocol import DEFAULT_BUDGET_MS, CrashKind, HostPlan, Op, RunRequest, RunResult
 from .tier import EngineDown, Tier
 
-MAX_HOPS = 4
+SESSION_HOP_LIMIT = 4   # host.session (peer messages) is offered up to this hop, not beyond
 QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts"
 HELD_BACK_WARNING = "skipped: another call of this handler has held its engine for over a second"
 
@@ -82,7 +82,7 @@ class HostError(Exception):
 def host_plan(spec: HookSpec, context: dict, hop: int = 0) -> HostPlan:
     """Which optional host members this invocation gets (session, workspace, ssh: see members.py)."""
     session = None
-    if OFFERED_BY["session"](spec) and hop <= MAX_HOPS:
+    if OFFERED_BY["session"](spec) and hop <= SESSION_HOP_LIMIT:
         session = {
             "id": context.get(spec.session_field),
             "agentId": context.get(spec.agent_field) if spec.agent_field else None,

@@ -20,7 +20,7 @@ from .metering import meter
 
 WARNING_STATUSES = {"error", "timeout", "malformed"}
 MISBEHAVIOUR = {"wedged", "memory"}   # crash kinds that count towards quarantine (with timeouts)
-MAX_HOP = 64
+HOP_LIMIT = 64   # the highest `hop` an execute call may carry (the platform counts relays)
 
 
 def engine_key(account) -> str:
@@ -45,8 +45,8 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
     `record=False` (a try-run) writes no audit rows and no metering; `trace_values` puts each
     handler's resulting value in its trace entry."""
     spec = require_hook(hook)
-    if isinstance(hop, bool) or not isinstance(hop, int) or not 0 <= hop <= MAX_HOP:
-        raise InvalidInput("hop", f"expected an integer from 0 to {MAX_HOP}")
+    if isinstance(hop, bool) or not isinstance(hop, int) or not 0 <= hop <= HOP_LIMIT:
+        raise InvalidInput("hop", f"expected an integer from 0 to {HOP_LIMIT}")
     if not isinstance(turn_id, str) or len(turn_id) > MAX_ID_LENGTH:   # may be empty: no turn
         raise InvalidInput("turnId", f"expected a string of at most {MAX_ID_LENGTH} characters")
     try:
@@ -56,7 +56,7 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
     handlers = chain_cache.handlers(account, hook)
     bridge = HostBridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras, record=record)
     result = run_chain(get_tier(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop,
-                       trace_values=trace_values, budget_ms=settings.HOOK_BUDGET_MS,
+                       trace_values=trace_values, budget_ms=settings.HUB_BUDGET_MS,
                        on_slow=lambda h: _held_the_isolate(account, h))
     if record:
         record_result(account, spec, clean, result, hop=hop, turn_id=turn_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from plugins_app.errors import HubError
-from plugins_app.runtime.chain import MAX_HOPS, HostError
+from plugins_app.runtime.chain import SESSION_HOP_LIMIT, HostError
 from plugins_app.runtime.context import MAX_ID_LENGTH, is_platform_id
 from plugins_app.runtime.tier import PoolExhausted
 from plugins_app.services import execution, platform
@@ -15,7 +15,7 @@ PLATFORM_TIMEOUT_SECONDS = 4
 
 def _session_of(call: HostCall) -> tuple[str, str | None]:
     spec = call.spec
-    if not spec.session_field or call.hop > MAX_HOPS:
+    if not spec.session_field or call.hop > SESSION_HOP_LIMIT:
         raise HostError("host.session is not available here")
     return call.context[spec.session_field], call.context.get(spec.agent_field) if spec.agent_field else None
 
