@@ -16,7 +16,7 @@ from plugins_app.runtime.hooks import HOOKS
 from plugins_app.services import catalog, chains, execution, plugins, quarantine, queries
 
 from . import serializers as s
-from .edge import body, check_request
+from .edge import body, body_field, check_request
 
 
 class AccountView(APIView):
@@ -91,9 +91,8 @@ class PluginDetailView(AccountView):
 
     @body(inline_serializer("EnableRequest", {"enabled": drf_serializers.BooleanField()}))
     def patch(self, request, installation_id):
-        if not isinstance(request.data, dict) or "enabled" not in request.data:
-            raise InvalidInput("enabled", "send {\"enabled\": true|false}")
-        installation = plugins.set_enabled(self.account, installation_id, request.data["enabled"])
+        enabled = body_field(request, "enabled", "send {\"enabled\": true|false}")
+        installation = plugins.set_enabled(self.account, installation_id, enabled)
         return Response(s.InstallationSerializer(installation).data)
 
     def delete(self, request, installation_id):
@@ -105,9 +104,7 @@ class PluginGrantView(AccountView):
     @body(inline_serializer("GrantRequest", {"grant": drf_serializers.ListField(
         child=drf_serializers.CharField())}), responses=s.InstallationSerializer)
     def post(self, request, installation_id):
-        grant = request.data.get("grant") if isinstance(request.data, dict) else None
-        if grant is None:
-            raise InvalidInput("grant", "send {\"grant\": [permission, ...]}")
+        grant = body_field(request, "grant", "send {\"grant\": [permission, ...]}", allow_null=False)
         installation = plugins.grant(self.account, installation_id, grant)
         return Response(s.InstallationSerializer(installation).data)
 
