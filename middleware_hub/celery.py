@@ -6,9 +6,9 @@ from celery.signals import worker_process_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
 
-from django.conf import settings  # noqa: E402  (needs DJANGO_SETTINGS_MODULE)
+from django.conf import settings  # read once DJANGO_SETTINGS_MODULE is set (above)
 
-from plugins_app.services.task_queue import DELIVER_DUE_NOTIFICATIONS  # noqa: E402
+from plugins_app.services.task_queue import DELIVER_DUE_NOTIFICATIONS
 
 app = Celery("middleware_hub")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -142,7 +142,7 @@ def test_disabling_keeps_the_chain_place_and_stops_the_handler(login, account, i
     assert client.post(url, change_form(second, enabled="")).status_code == 302
     second.refresh_from_db()
     assert second.enabled is False
-    execute = lambda: api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT},  # noqa: E731
+    execute = lambda: api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT},
                                       format="json").json()["value"]
     assert execute() == "base13"
 
@@ -198,7 +198,7 @@ def test_settings_are_validated_against_the_schema_and_reach_the_next_execute(lo
     url = reverse("admin:plugins_app_installation_change", args=[installation.pk])
     page = client.get(url).content.decode()
     assert "What to add." in page   # the schema is shown next to the settings
-    execute = lambda: api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT},  # noqa: E731
+    execute = lambda: api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT},
                                       format="json").json()["value"]
     assert execute() == "base hello"
 

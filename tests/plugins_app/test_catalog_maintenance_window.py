@@ -35,7 +35,7 @@ def fire(api_client, settings, **context):
     return execute(api_client, "cronJobFiring", dict(FIRING, **context))
 
 
-def test_holds_a_mission_inside_a_window_past_midnight_evening_part(api_client, synced, account):  # noqa: F811
+def test_holds_a_mission_inside_a_window_past_midnight_evening_part(api_client, synced, account):
     zone, local = zone_at_local_hour(22)
     result = fire(api_client, {"start": "21:00", "end": "03:00", "timeZone": zone})
     assert result["outcome"] == "cancelled"
@@ -43,28 +43,28 @@ def test_holds_a_mission_inside_a_window_past_midnight_evening_part(api_client, 
     assert CancelLog.objects.get(account=account).reason == result["cancellation"]["reason"]
 
 
-def test_holds_a_mission_inside_a_window_past_midnight_morning_part(api_client, synced):  # noqa: F811
+def test_holds_a_mission_inside_a_window_past_midnight_morning_part(api_client, synced):
     zone, _ = zone_at_local_hour(1)
     assert fire(api_client, {"start": "22:00", "end": "04:00", "timeZone": zone})["outcome"] == "cancelled"
 
 
-def test_lets_a_mission_run_outside_the_window(api_client, synced):  # noqa: F811
+def test_lets_a_mission_run_outside_the_window(api_client, synced):
     zone, _ = zone_at_local_hour(12)
     result = fire(api_client, {"start": "22:00", "end": "06:00", "timeZone": zone})
     assert (result["outcome"], result["value"]) == ("unchanged", "Write it.")
 
 
-def test_a_daytime_window(api_client, synced):  # noqa: F811
+def test_a_daytime_window(api_client, synced):
     zone, _ = zone_at_local_hour(10)
     assert fire(api_client, {"start": "09:00", "end": "12:00", "timeZone": zone})["outcome"] == "cancelled"
 
 
-def test_start_equal_to_end_is_the_whole_day(api_client, synced):  # noqa: F811
+def test_start_equal_to_end_is_the_whole_day(api_client, synced):
     zone, _ = zone_at_local_hour(15)
     assert fire(api_client, {"start": "00:00", "end": "00:00", "timeZone": zone})["outcome"] == "cancelled"
 
 
-def test_days_select_the_day_the_window_opens(api_client, synced):  # noqa: F811
+def test_days_select_the_day_the_window_opens(api_client, synced):
     zone, local = zone_at_local_hour(10)
     today = DAYS[local.weekday()]
     others = [d for d in DAYS if d != today]
@@ -74,7 +74,7 @@ def test_days_select_the_day_the_window_opens(api_client, synced):  # noqa: F811
     assert fire(api_client, {"start": "09:00", "end": "12:00", "timeZone": zone, "days": others})["outcome"] == "unchanged"
 
 
-def test_after_midnight_the_window_belongs_to_the_day_before(api_client, synced):  # noqa: F811
+def test_after_midnight_the_window_belongs_to_the_day_before(api_client, synced):
     zone, local = zone_at_local_hour(1)
     today, yesterday = DAYS[local.weekday()], DAYS[(local.weekday() - 1) % 7]
     opened_yesterday = fire(api_client, {"start": "22:00", "end": "04:00", "timeZone": zone, "days": [yesterday]})
@@ -84,7 +84,7 @@ def test_after_midnight_the_window_belongs_to_the_day_before(api_client, synced)
 
 
 @pytest.mark.parametrize("zone", ["Europe/Berlin", "Asia/Kathmandu", "America/St_Johns", "Australia/Lord_Howe"])
-def test_real_zones_with_daylight_saving_and_odd_offsets(api_client, synced, zone):  # noqa: F811
+def test_real_zones_with_daylight_saving_and_odd_offsets(api_client, synced, zone):
     local = datetime.now(UTC).astimezone(ZoneInfo(zone))
     minute = local.hour * 60 + local.minute
     # +-10 minutes: an offset wrong by a quarter of an hour (or by DST) would miss it.
@@ -96,14 +96,14 @@ def test_real_zones_with_daylight_saving_and_odd_offsets(api_client, synced, zon
     assert fire(api_client, after)["outcome"] == "unchanged", (local, after)
 
 
-def test_kinds_limit_what_is_held(api_client, synced):  # noqa: F811
+def test_kinds_limit_what_is_held(api_client, synced):
     zone, _ = zone_at_local_hour(3)
     settings = {"start": "00:00", "end": "06:00", "timeZone": zone, "kinds": ["cron_job"]}
     assert fire(api_client, settings, kind="heartbeat")["outcome"] == "unchanged"
     assert execute(api_client, "cronJobFiring", FIRING)["outcome"] == "cancelled"
 
 
-def test_settings_get_the_zone_offsets_and_defaults(api_client, synced):  # noqa: F811
+def test_settings_get_the_zone_offsets_and_defaults(api_client, synced):
     installed = install_official(api_client, "maintenance-window", {"start": "22:00", "end": "06:00",
                                                                      "timeZone": "Europe/Berlin"})
     settings = installed["settings"]
@@ -127,7 +127,7 @@ def test_settings_get_the_zone_offsets_and_defaults(api_client, synced):  # noqa
     ({"start": "22:00", "end": "06:00", "kinds": "cron_job"}, "settings.kinds", "array of strings"),
     ({"start": "22:00", "end": "06:00", "window": "x"}, "settings.window", "has no such setting"),
 ])
-def test_bad_settings_are_refused_naming_the_setting(api_client, synced, values, field, message):  # noqa: F811
+def test_bad_settings_are_refused_naming_the_setting(api_client, synced, values, field, message):
     response = api_client.post("/api/v1/plugins", {"catalog": "maintenance-window", "settings": values},
                                format="json")
     assert response.status_code == 400

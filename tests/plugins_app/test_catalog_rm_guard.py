@@ -56,7 +56,7 @@ def command(text, kind="command"):
 
 
 @pytest.fixture
-def guard(api_client, synced):  # noqa: F811
+def guard(api_client, synced):
     return install_official(api_client, "rm-guard")
 
 
