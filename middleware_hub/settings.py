@@ -243,7 +243,7 @@ HUB_QUARANTINE_SECONDS = int(env("HUB_QUARANTINE_SECONDS", 600))
 HUB_SLOW_LANE_SECONDS = int(env("HUB_SLOW_LANE_SECONDS", 600))
 # Execute calls a web process runs at once (more wait their account's turn, round-robin across
 # accounts; a call waiting on an engine does not count). 0 turns the fair admission off.
-HUB_EXECUTE_CONCURRENCY = int(env("HUB_EXECUTE_CONCURRENCY", 2))
+HUB_EXECUTE_CONCURRENCY = int(env("HUB_EXECUTE_CONCURRENCY", 1))
 # ...of which one account's calls may take this many (its other calls wait even when a place is free).
 HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT = int(env("HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT", 1))
 
