@@ -95,3 +95,13 @@ def test_a_member_missing_from_the_table_is_refused_when_declared():
 
     with pytest.raises(ValueError, match="host.calendar.read is not a bridged member"):
         member("calendar.read")
+
+
+def test_a_declared_member_without_a_function_stops_the_registration():
+    from plugins_app.services.host import MEMBERS, register_members
+
+    saved = dict(MEMBERS)
+    without_ssh = [fn for name, fn in saved.items() if name != "ssh.command"]
+    with pytest.raises(ValueError, match="without a function: ssh.command"):
+        register_members(without_ssh)
+    assert MEMBERS == saved   # a refused registration leaves the bridge as it was
