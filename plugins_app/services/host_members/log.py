@@ -37,9 +37,8 @@ def store_logs(account, spec: HookSpec, result: ChainResult) -> None:
 def prune(installation_id: int, limit: int | None = None) -> int:
     """Delete an installation's oldest lines beyond `limit` (HUB_PLUGIN_LOG_LIMIT); returns how many."""
     limit = settings.HUB_PLUGIN_LOG_LIMIT if limit is None else limit
-    cutoff = (PluginLog.objects.filter(installation_id=installation_id).order_by("-id")
-              .values_list("id", flat=True)[limit:limit + 1])
-    cutoff = list(cutoff)
+    cutoff = list(PluginLog.objects.filter(installation_id=installation_id).order_by("-id")
+                  .values_list("id", flat=True)[limit:limit + 1])
     if not cutoff:
         return 0
     deleted, _ = PluginLog.objects.filter(installation_id=installation_id, id__lte=cutoff[0]).delete()
