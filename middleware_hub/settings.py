@@ -80,6 +80,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "plugins_app.services.changes.ChangeActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -241,10 +242,10 @@ HUB_QUARANTINE_STRIKES = int(env("HUB_QUARANTINE_STRIKES", 3))
 HUB_QUARANTINE_WINDOW_SECONDS = int(env("HUB_QUARANTINE_WINDOW_SECONDS", 600))
 HUB_QUARANTINE_SECONDS = int(env("HUB_QUARANTINE_SECONDS", 600))
 HUB_SLOW_LANE_SECONDS = int(env("HUB_SLOW_LANE_SECONDS", 600))
-# Execute calls a web process runs at once (more wait their account's turn, round-robin across
-# accounts; a call waiting on an engine does not count). 0 turns the fair admission off.
-HUB_EXECUTE_CONCURRENCY = int(env("HUB_EXECUTE_CONCURRENCY", 1))
-# ...of which one account's calls may take this many (its other calls wait even when a place is free).
+# Fair admission in each web process: one account runs Python for at most this many execute calls
+# at once (its other calls wait their turn; a call waiting on an engine or a host call doesn't
+# count), and at most HUB_EXECUTE_CONCURRENCY calls run at all. 0 = no such limit.
+HUB_EXECUTE_CONCURRENCY = int(env("HUB_EXECUTE_CONCURRENCY", 0))
 HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT = int(env("HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT", 1))
 
 # SSH (plugins_app.services.ssh). Private keys are encrypted with a key derived from

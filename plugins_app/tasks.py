@@ -4,7 +4,7 @@ from celery import shared_task
 from django.conf import settings
 
 from plugins_app.errors import PlatformError
-from plugins_app.services import cron, notifications
+from plugins_app.services import cron, notifications, shadow
 
 # Deliveries to the platform: Celery retries a temporary failure with exponential backoff; the
 # message is acknowledged only once the task finished, so a worker that dies mid-task loses nothing.
@@ -56,3 +56,9 @@ def deliver_notification(self, notification_id: int):
         if not _last_attempt(self):
             raise
         notifications.delivery_failed(notification_id, self.request.id, str(exc))
+
+
+@shared_task(ignore_result=True)
+def run_shadow(account_id: int, hook: str, context: dict, hop: int = 0, turn_id: str = ""):
+    """Shadow handlers of one execute call, after its answer went out (services/shadow.py)."""
+    shadow.run(account_id, hook, context, hop, turn_id)

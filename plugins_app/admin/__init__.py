@@ -2,7 +2,8 @@
 
 from django.contrib import admin
 
-from . import accounts, audit, chains, host, plugins, scheduling, ssh, ssh_turns  # noqa: F401  (registers the admins)
+# Importing a module registers its admins.
+from . import accounts, audit, chains, changes, host, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
 from .scoping import (
     AccountScopedAdmin,
     AccountScopedStackedInline,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
 
 from django.contrib import admin
@@ -16,6 +17,7 @@ from django.utils.html import format_html
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 
 from .filters import DateRangeFilter, ExactTextFilter, PluginSlugFilter
+from .replay import replay_view
 from .scoping import ReadOnlyAccountScopedAdmin
 from .usage import usage_chart
 
@@ -43,13 +45,15 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
     list_select_related = ["account"]
     search_fields = ["reason"]
     search_help_text = "Search in the cancel reasons."
-    fields = ["created_at", "account", "hook", "plugin_slug", "installation_id", "reason", "agent_id",
-              "session_id", "hop", "turn_id", "context_snapshot"]
+    fields = ["created_at", "account", "hook", "plugin_slug", "plugin_version", "installation_id", "reason",
+              "agent_id", "session_id", "hop", "turn_id", "context_snapshot", "replay_link"]
     readonly_fields = fields
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
         return [path("export.csv", self.admin_site.admin_view(self.export_csv), name="{}_{}_export".format(*info)),
+                path("<path:object_id>/replay/", self.admin_site.admin_view(functools.partial(replay_view, self)),
+                     name="{}_{}_replay".format(*info)),
                 *super().get_urls()]
 
     def changelist_view(self, request, extra_context=None):
@@ -85,6 +89,11 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
     def short_reason(self, obj):
         return obj.reason if len(obj.reason) <= 80 else obj.reason[:79] + "…"
 
+    @admin.display(description="replay")
+    def replay_link(self, obj):
+        return format_html('<a class="button" href="{}">Replay against the current chain or a draft</a>',
+                           reverse("admin:plugins_app_cancellog_replay", args=[obj.pk]))
+
     @admin.display(description="context the cancelling handler saw")
     def context_snapshot(self, obj):
         return format_html('<pre class="hub-code">{}</pre>',
@@ -98,7 +107,7 @@ class HandlerWarningAdmin(ReadOnlyAccountScopedAdmin):
                    ("created_at", DateRangeFilter), "account"]
     list_select_related = ["account"]
     search_fields = ["message"]
-    fields = ["created_at", "account", "hook", "plugin_slug", "installation_id", "kind", "message"]
+    fields = ["created_at", "account", "hook", "plugin_slug", "plugin_version", "installation_id", "kind", "message"]
     readonly_fields = fields
 
     def changelist_view(self, request, extra_context=None):

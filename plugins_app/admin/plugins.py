@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from plugins_app.errors import CompileFailed, Conflict, HubError, InvalidInput
-from plugins_app.models import ChainEntry, Installation, Plugin
+from plugins_app.models import ChainEntry, Installation, Plugin, PluginVersion
 from plugins_app.runtime.hooks import HOOKS
 from plugins_app.services import admin_ops, plugins, quarantine
 
@@ -135,11 +135,11 @@ class InstallationAdmin(AccountScopedAdmin):
     search_fields = ["plugin__name", "plugin__slug"]
     actions = ["enable_selected", "disable_selected", "release_selected"]
     readonly_fields = ["account", "plugin_link", "quarantine_status", "hook_list", "asked_list", "chain_places",
-                       "settings_taken", "source_code", "created_at", "updated_at"]
+                       "settings_taken", "version_history", "source_code", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["account", "plugin_link", "enabled"]}),
         ("Quarantine", {"fields": ["quarantine_status"]}),
-        ("What it does", {"fields": ["hook_list", "chain_places", "asked_list"]}),
+        ("What it does", {"fields": ["hook_list", "chain_places", "asked_list", "version_history"]}),
         ("What it may do", {"fields": ["granted_permissions", "settings_taken", "settings"]}),
         ("Source", {"fields": ["source_code"], "classes": ["collapse"]}),
         (None, {"fields": ["created_at", "updated_at"]}),
@@ -220,8 +220,9 @@ class InstallationAdmin(AccountScopedAdmin):
 
     def get_deleted_objects(self, objs, request):
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        # Chain entries can't be deleted on their own, but they go with their installation.
+        # Chain entries and versions can't be deleted on their own, but they go with their installation.
         perms_needed.discard(ChainEntry._meta.verbose_name)
+        perms_needed.discard(PluginVersion._meta.verbose_name)
         return deleted, counts, perms_needed, protected
 
     def delete_model(self, request, obj):
@@ -340,6 +341,12 @@ class InstallationAdmin(AccountScopedAdmin):
         if not rows:
             return "none"
         return render_to_string("admin/hub/settings_schema.html", {"rows": rows})
+
+    @admin.display(description="versions")
+    def version_history(self, obj):
+        url = reverse("admin:plugins_app_pluginversion_installation", args=[obj.pk])
+        return format_html('<a href="{}">Version {} is live: history, diff, new draft, deploy, roll back</a>', url,
+                           obj.live_version or "—")
 
     @admin.display(description="source")
     def source_code(self, obj):

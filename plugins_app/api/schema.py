@@ -65,7 +65,7 @@ ERROR = {
 # First path segment under /api/v1/ -> tag.
 TAGS = {
     "ping": "keys", "hooks": "hooks", "chains": "chains", "plugins": "plugins", "catalog": "plugins",
-    "cancellations": "audit", "warnings": "audit", "usage": "audit", "logs": "audit",
+    "cancellations": "audit", "warnings": "audit", "usage": "audit", "logs": "audit", "changes": "audit",
     "platform": "platform", "agents": "platform",
     "cron-jobs": "scheduling", "cron-runs": "scheduling", "notifications": "scheduling",
     "ssh-hosts": "ssh", "ssh": "ssh",
@@ -75,7 +75,7 @@ TAG_DESCRIPTIONS = {
     "hooks": "The 14 hooks and running an account's chain for one.",
     "chains": "The order plugins run in, per hook.",
     "plugins": "Installing, enabling, granting and configuring plugins; the official catalog.",
-    "audit": "Cancellations, handler warnings, plugin logs and usage.",
+    "audit": "Cancellations (and replaying them), handler warnings, plugin logs, usage and the change log.",
     "platform": "The platform bridge and the agents the platform registers.",
     "scheduling": "Cron jobs, their runs, and agents' timers.",
     "ssh": "SSH hosts and the gateway that runs agents' SSH operations.",
@@ -104,7 +104,7 @@ SUMMARIES = {
     "plugins_list": "The account's installations",
     "v1_plugins_create": "Install a plugin from source or from the catalog",
     "v1_plugins_retrieve": "One installation",
-    "v1_plugins_partial_update": "Enable or disable an installation",
+    "v1_plugins_partial_update": "Enable or disable an installation, or put it (or a draft) in shadow",
     "v1_plugins_destroy": "Uninstall",
     "v1_plugins_grant_create": "Grant an installation its permissions",
     "v1_plugins_settings_partial_update": "Change an official plugin's settings",
@@ -120,7 +120,9 @@ SUMMARIES = {
 
 # Operations that can answer 409 (a name already used, an object in use, a run already closed).
 CONFLICTS = {"v1_plugins_create", "v1_ssh_hosts_create", "v1_ssh_hosts_partial_update", "v1_ssh_hosts_destroy",
-             "v1_cron_runs_complete_create", "v1_ssh_execute_create"}
+             "v1_cron_runs_complete_create", "v1_ssh_execute_create", "v1_plugins_versions_create",
+             "v1_plugins_versions_deploy_create", "v1_plugins_rollback_create", "v1_plugins_promote_create",
+             "v1_plugins_partial_update"}
 # Operations that reach a server outside the hub and answer 502 when it fails.
 UPSTREAM = {"v1_ssh_execute_create"}
 # Operations without a path id that look up an id from their body.

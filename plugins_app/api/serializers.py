@@ -88,6 +88,10 @@ class InstallationSerializer(serializers.ModelSerializer):
     description = serializers.CharField(source="plugin.description")
     language = serializers.CharField(source="plugin.language")
     version = serializers.CharField(source="plugin.version")
+    liveVersion = serializers.IntegerField(source="live_version", allow_null=True,
+                                           help_text="the number of the deployed version (GET .../versions)")
+    shadowVersion = serializers.IntegerField(source="shadow_version", allow_null=True,
+                                             help_text="a draft running in shadow next to the live code")
     official = serializers.BooleanField(source="plugin.is_official")
     hooks = serializers.JSONField(source="plugin.hooks")
     hostMembers = serializers.JSONField(source="plugin.host_members")
@@ -99,7 +103,7 @@ class InstallationSerializer(serializers.ModelSerializer):
     class Meta:
         model = Installation
         fields = ["id", "installationId", "pluginId", "plugin", "name", "description", "language",
-                  "version", "official", "enabled", "hooks", "hostMembers", "permissions", "granted",
+                  "version", "liveVersion", "mode", "shadowVersion", "official", "enabled", "hooks", "hostMembers", "permissions", "granted",
                   "settings", "createdAt", "quarantine"]
 
     @extend_schema_field(QuarantineStatusSerializer)
@@ -124,23 +128,25 @@ class CancelLogSerializer(serializers.ModelSerializer):
     sessionId = serializers.CharField(source="session_id")
     agentId = serializers.CharField(source="agent_id")
     turnId = serializers.CharField(source="turn_id")
+    pluginVersion = serializers.IntegerField(source="plugin_version", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
 
     class Meta:
         model = CancelLog
-        fields = ["id", "hook", "installationId", "plugin", "reason", "context", "sessionId", "agentId",
-                  "hop", "turnId", "createdAt"]
+        fields = ["id", "hook", "installationId", "plugin", "pluginVersion", "reason", "context", "sessionId",
+                  "agentId", "hop", "turnId", "createdAt"]
 
 
 class HandlerWarningSerializer(serializers.ModelSerializer):
     id = StrIdField(source="pk")
     installationId = StrIdField(source="installation_id")
     plugin = serializers.CharField(source="plugin_slug")
+    pluginVersion = serializers.IntegerField(source="plugin_version", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
 
     class Meta:
         model = HandlerWarning
-        fields = ["id", "hook", "installationId", "plugin", "kind", "message", "createdAt"]
+        fields = ["id", "hook", "installationId", "plugin", "pluginVersion", "kind", "message", "createdAt"]
 
 
 def execute_response(result: ChainResult, effects: list) -> dict:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import catalog_views, host_views, scheduling_views, ssh_views, views
+from . import catalog_views, host_views, scheduling_views, ssh_views, version_views, views
 
 urlpatterns = [
     path("ping", views.PingView.as_view(), name="ping"),
@@ -14,6 +14,14 @@ urlpatterns = [
     path("plugins/<str:installation_id>/release", views.PluginReleaseView.as_view(), name="plugin-release"),
     path("plugins/<str:installation_id>/settings", catalog_views.PluginSettingsView.as_view(),
          name="plugin-settings"),
+    path("plugins/<str:installation_id>/versions", version_views.VersionListView.as_view(), name="version-list"),
+    path("plugins/<str:installation_id>/versions/<str:number>/deploy", version_views.VersionDeployView.as_view(),
+         name="version-deploy"),
+    path("plugins/<str:installation_id>/rollback", version_views.RollbackView.as_view(), name="plugin-rollback"),
+    path("plugins/<str:installation_id>/shadow", version_views.ShadowView.as_view(), name="plugin-shadow"),
+    path("plugins/<str:installation_id>/promote", version_views.PromoteView.as_view(), name="plugin-promote"),
+    path("changes", version_views.ChangeListView.as_view(), name="change-list"),
+    path("cancellations/<str:entry_id>/replay", version_views.ReplayView.as_view(), name="cancellation-replay"),
     path("catalog", catalog_views.CatalogView.as_view(), name="catalog"),
     path("chains/<str:hook>", views.ChainView.as_view(), name="chain"),
     path("cancellations", views.CancellationListView.as_view(), name="cancellation-list"),

@@ -1,6 +1,8 @@
 """The platform-facing API: thin views over the service functions."""
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -13,7 +15,7 @@ from rest_framework.views import APIView
 from plugins_app.errors import InvalidInput
 from plugins_app.models import Installation
 from plugins_app.runtime.hooks import HOOKS
-from plugins_app.services import catalog, chains, execution, plugins, quarantine, queries
+from plugins_app.services import catalog, chains, execution, plugins, quarantine, queries, shadow
 
 from . import serializers as s
 from .edge import body, body_field, check_request
@@ -89,10 +91,24 @@ class PluginDetailView(AccountView):
     def get(self, request, installation_id):
         return Response(s.InstallationSerializer(plugins.get_installation(self.account, installation_id)).data)
 
-    @body(inline_serializer("EnableRequest", {"enabled": drf_serializers.BooleanField()}))
+    @body(inline_serializer("PluginPatch", {
+        "enabled": drf_serializers.BooleanField(required=False),
+        "mode": drf_serializers.ChoiceField(["live", "shadow"], required=False,
+                                            help_text="shadow: runs after the live chain, nothing applied"),
+        "shadowVersion": drf_serializers.IntegerField(required=False, allow_null=True,
+                                                      help_text="a draft to run in shadow next to the live code")}))
     def patch(self, request, installation_id):
-        enabled = body_field(request, "enabled", "send {\"enabled\": true|false}")
-        installation = plugins.set_enabled(self.account, installation_id, enabled)
+        data = request.data if isinstance(request.data, dict) else {}
+        if not {"enabled", "mode", "shadowVersion"} & set(data):
+            raise InvalidInput("enabled", "send {\"enabled\": true|false} and/or {\"mode\": \"live\"|\"shadow\"}")
+        if "enabled" in data and not isinstance(data["enabled"], bool):
+            raise InvalidInput("enabled", "expected true or false")
+        installation = plugins.get_installation(self.account, installation_id)
+        if "mode" in data or "shadowVersion" in data:
+            installation = shadow.set_mode(self.account, installation_id, data.get("mode"),
+                                           data.get("shadowVersion", ...))
+        if "enabled" in data:
+            installation = plugins.set_enabled(self.account, installation_id, data["enabled"])
         return Response(s.InstallationSerializer(installation).data)
 
     def delete(self, request, installation_id):
@@ -142,7 +158,7 @@ class _AuditListView(AccountView, generics.ListAPIView):
     """A paginated, filtered, account-scoped list; `query(account, params)` does the filtering."""
 
     pagination_class = Pagination
-    query = None
+    query: Callable[..., Any] | None = None
 
     def get_queryset(self):
         return type(self).query(self.account, self.request.query_params)

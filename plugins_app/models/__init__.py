@@ -4,8 +4,10 @@ from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
 from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
 from .plugins import ChainEntry, Installation, Plugin
 from .scheduling import CronJob, CronRun, Notification
+from .shadow import ShadowSample, ShadowStat
 from .ssh import SshHost, SshTurn
+from .versions import AccountChange, PluginVersion
 
-__all__ = ["Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning", "ImmutableRecordError",
-           "Installation", "Notification", "PlatformConfig", "Plugin", "PluginLog", "SshHost", "SshTurn", "UsageDaily",
-           "WorkspaceFile"]
+__all__ = ["AccountChange", "Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning",
+           "ImmutableRecordError", "Installation", "Notification", "PlatformConfig", "Plugin", "PluginLog",
+           "PluginVersion", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "UsageDaily", "WorkspaceFile"]

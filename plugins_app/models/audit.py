@@ -33,6 +33,7 @@ class CancelLog(ImmutableModel):
     plugin = models.ForeignKey(Plugin, null=True, on_delete=models.SET_NULL, related_name="+")
     plugin_slug = models.CharField(max_length=100, db_index=True)
     reason = models.CharField(max_length=500, blank=True)
+    plugin_version = models.PositiveIntegerField(null=True, blank=True, help_text="The version that cancelled.")
     context = models.JSONField(help_text="The context the cancelling handler saw.")
     session_id = models.CharField(max_length=64, blank=True, db_index=True)
     agent_id = models.CharField(max_length=64, blank=True, db_index=True)
@@ -62,6 +63,7 @@ class HandlerWarning(ImmutableModel):
     installation = models.ForeignKey(Installation, null=True, on_delete=models.SET_NULL, related_name="+")
     plugin_slug = models.CharField(max_length=100, db_index=True)
     kind = models.CharField(max_length=20, choices=Kind.choices, db_index=True)
+    plugin_version = models.PositiveIntegerField(null=True, blank=True, help_text="The version that ran.")
     message = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 

@@ -29,6 +29,7 @@ class Handler:
     granted: frozenset = frozenset()
     quarantined_until: float | None = None   # epoch seconds; skipped without running until then
     slow_lane_until: float | None = None     # epoch seconds; runs in the engine tier's lane until then
+    version: int | None = None               # the installation's deployed version, for the audit rows
 
     def quarantined(self, now: float) -> bool:
         return self.quarantined_until is not None and now < self.quarantined_until

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator
@@ -21,7 +22,7 @@ class FairGate:
     holds an isolate for seconds does not hold a place; coming back, it goes before new calls.
     """
 
-    def __init__(self, capacity: int, per_account: int | None = None):
+    def __init__(self, capacity: float = math.inf, per_account: float | None = None):
         self.capacity = capacity
         self.per_account = per_account or capacity   # places one account may hold at once
         self._lock = threading.Lock()
@@ -125,7 +126,7 @@ class FairGate:
 
 
 class OpenGate:
-    """No admission control (HUB_EXECUTE_CONCURRENCY = 0)."""
+    """No admission control (both limits 0)."""
 
     @contextlib.contextmanager
     def turn(self, key: Hashable) -> Iterator[None]:
@@ -144,14 +145,15 @@ _gate_lock = threading.Lock()
 
 
 def get_gate() -> FairGate | OpenGate:
-    """This process's gate, sized by HUB_EXECUTE_CONCURRENCY (calls running at once; 0 = no gate)."""
+    """This process's gate: HUB_EXECUTE_CONCURRENCY calls at once, HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT
+    of them one account's (0 = no such limit; both 0, no gate)."""
     global _gate
     if _gate is None:
         with _gate_lock:
             if _gate is None:
-                capacity = settings.HUB_EXECUTE_CONCURRENCY
-                per_account = settings.HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT
-                _gate = FairGate(capacity, per_account) if capacity > 0 else OpenGate()
+                capacity = settings.HUB_EXECUTE_CONCURRENCY or math.inf
+                per_account = settings.HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT or math.inf
+                _gate = FairGate(capacity, per_account) if min(capacity, per_account) < math.inf else OpenGate()
     return _gate
 
 

@@ -13,8 +13,9 @@ from django.db import IntegrityError, transaction
 from plugins_app.errors import CompileFailed, InvalidInput, NotFound
 from plugins_app.models import ChainEntry, Installation, Plugin
 
-from . import chains, plugin_settings, plugins
+from . import chains, changes, plugin_settings, plugins
 from .plugin_settings import ManifestError
+from .version_records import record_upgrade
 
 CATALOG_DIR = Path(__file__).resolve().parent.parent / "catalog"
 MANIFEST_KEYS = {"name", "slug", "description", "version", "settings", "include"}
@@ -126,7 +127,7 @@ def _sync_one(manifest: dict) -> SyncResult:
 
 
 def _upgrade(plugin: Plugin, wanted: dict, result: SyncResult) -> None:
-    old_hooks = list(plugin.hooks)
+    old_hooks, previous_version = list(plugin.hooks), plugin.version
     for name in SYNCED_FIELDS:
         setattr(plugin, name, wanted[name])
     plugin.save()
@@ -139,6 +140,7 @@ def _upgrade(plugin: Plugin, wanted: dict, result: SyncResult) -> None:
         if kept != installation.granted_permissions:
             installation.granted_permissions = kept
             installation.save(update_fields=["granted_permissions", "updated_at"])
+        record_upgrade(installation, previous_version)
         result.installations += 1
         result.accounts.add(installation.account_id)
 
@@ -193,8 +195,13 @@ def update_settings(account, installation_id, settings) -> Installation:
     patch = plugin_settings.clean_patch(plugin.slug, plugin.settings_schema, settings)
     with transaction.atomic():
         installation = Installation.objects.select_for_update().select_related("plugin").get(pk=installation.pk)
+        before = installation.settings
         installation.settings = plugin_settings.merge(plugin.slug, plugin.settings_schema,
                                                       installation.settings, patch)
         installation.save(update_fields=["settings", "updated_at"])
+        if before != installation.settings:
+            changes.record(account.pk, changes.ACTIONS.SETTINGS, f"changed the settings of {plugin.slug}",
+                           installation=installation, before={"settings": before},
+                           after={"settings": installation.settings})
         chains.mark_changed(account.pk)
     return installation

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from plugins_app.models import ChainEntry
+from django.db import models
+
+from plugins_app.models import ChainEntry, PluginVersion
 from plugins_app.runtime.chain import Handler
 
 MAX_ACCOUNTS = 4096   # a thousand busy accounts must not evict each other
+SHADOW = "shadow:"    # chains[SHADOW + hook]: the handlers that run in shadow after the live chain
+
+
+def shadow_key(hook: str) -> str:
+    return SHADOW + hook
 
 
 @dataclass
@@ -61,7 +69,15 @@ def make_handler(installation) -> Handler:
     return Handler(str(installation.pk), plugin.slug, digest, plugin.compiled_js,
                    installation.settings or {}, frozenset(installation.granted_permissions or ()),
                    quarantined_until=_epoch(installation.quarantined_until),
-                   slow_lane_until=_epoch(installation.slow_lane_until))
+                   slow_lane_until=_epoch(installation.slow_lane_until), version=installation.live_version)
+
+
+def make_version_handler(installation, version) -> Handler:
+    """The installation's handler with `version`'s code instead of the live one (replays, shadowed drafts)."""
+    settings_json = json.dumps(installation.settings or {}, sort_keys=True)
+    digest = hashlib.sha256(f"{version.code_hash}:{settings_json}".encode()).hexdigest()[:24]
+    return dataclasses.replace(make_handler(installation), code=version.compiled_js, code_hash=digest,
+                               version=version.number)
 
 
 def _epoch(moment) -> float | None:
@@ -69,16 +85,29 @@ def _epoch(moment) -> float | None:
 
 
 def load_chains(account_id: int) -> dict[str, list[Handler]]:
-    entries = (ChainEntry.objects.filter(account_id=account_id, installation__enabled=True)
-               .select_related("installation__plugin").order_by("hook", "position", "id"))
+    entries = list(ChainEntry.objects.filter(account_id=account_id, installation__enabled=True)
+                   .select_related("installation__plugin").order_by("hook", "position", "id"))
     chains: dict[str, list[Handler]] = {}
     handlers: dict[int, Handler] = {}
+    drafts = _shadowed_drafts({e.installation_id for e in entries if e.installation.shadow_version is not None})
     for entry in entries:
         inst = entry.installation
         if inst.pk not in handlers:
             handlers[inst.pk] = make_handler(inst)
-        chains.setdefault(entry.hook, []).append(handlers[inst.pk])
+        live = inst.mode != "shadow"
+        chains.setdefault(entry.hook if live else shadow_key(entry.hook), []).append(handlers[inst.pk])
+        draft = drafts.get(inst.pk) if live else None
+        if draft is not None and entry.hook in draft.hooks:
+            chains.setdefault(shadow_key(entry.hook), []).append(make_version_handler(inst, draft))
     return chains
+
+
+def _shadowed_drafts(installation_ids: set[int]) -> dict:
+    """{installation id: the draft version it shadows}; no query when no installation shadows one."""
+    if not installation_ids:
+        return {}
+    return {v.installation_id: v for v in PluginVersion.objects.filter(
+        installation_id__in=installation_ids, number=models.F("installation__shadow_version"))}
 
 
 chain_cache = ChainCache()

@@ -11,6 +11,7 @@ from plugins_app.errors import InvalidInput, UnknownHook
 from plugins_app.models import ChainEntry, Installation
 from plugins_app.runtime.hooks import get_hook
 
+from . import changes
 from .ids import get_in_account
 
 
@@ -30,6 +31,13 @@ def chain_entries(account, hook: str):
     require_hook(hook)
     return list(ChainEntry.objects.filter(account=account, hook=hook)
                 .select_related("installation__plugin").order_by("position", "id"))
+
+
+def _record_reorder(account, hook: str, before: list[ChainEntry], after: list[ChainEntry]) -> None:
+    names = [[e.installation.plugin.slug for e in entries] for entries in (before, after)]
+    if names[0] != names[1]:
+        changes.record(account.pk, changes.ACTIONS.REORDER, f"reordered the {hook} chain",
+                       before={"hook": hook, "order": names[0]}, after={"hook": hook, "order": names[1]})
 
 
 def _renumber(entries: list[ChainEntry]) -> None:
@@ -66,6 +74,7 @@ def set_order(account, hook: str, order: list[str]) -> list[ChainEntry]:
         raise InvalidInput("order", f"installation {missing[0]} is missing; list every installation in the chain")
     reordered = [by_id[i] for i in order]
     _renumber(reordered)
+    _record_reorder(account, hook, entries, reordered)
     mark_changed(account.pk)
     return reordered
 
@@ -81,10 +90,12 @@ def move_to(account, hook: str, installation_id: str, position: int) -> list[Cha
         raise InvalidInput("installationId", f"{installation.plugin.slug} does not define a {hook} handler")
     if not isinstance(position, int) or isinstance(position, bool) or position < 0:
         raise InvalidInput("position", "expected an integer >= 0")
-    entries = [e for e in chain_entries(account, hook) if e.installation_id != installation.pk]
+    current = chain_entries(account, hook)
+    entries = [e for e in current if e.installation_id != installation.pk]
     entry = (ChainEntry.objects.filter(installation=installation, hook=hook).first()
              or ChainEntry.objects.create(account=account, hook=hook, installation=installation, position=0))
     entries.insert(min(position, len(entries)), entry)
     _renumber(entries)
+    _record_reorder(account, hook, current, entries)
     mark_changed(account.pk)
     return entries

@@ -11,7 +11,7 @@ from plugins_app.runtime.chain import ChainResult, run_chain
 from plugins_app.runtime.context import MAX_ID_LENGTH, ContextError, validate_context
 from plugins_app.runtime.hooks import HookSpec
 
-from . import quarantine
+from . import quarantine, shadow
 from .chain_cache import chain_cache
 from .chains import require_hook
 from .engine import get_tier
@@ -59,7 +59,9 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
                        trace_values=trace_values, budget_ms=settings.HUB_BUDGET_MS,
                        on_slow=lambda h: _held_the_isolate(account, h))
     if record:
-        record_result(account, spec, clean, result, hop=hop, turn_id=turn_id)
+        record_result(account, spec, clean, result, hop=hop, turn_id=turn_id,
+                      versions={h.installation_id: h.version for h in handlers})
+        shadow.schedule(account, spec, result.context, hop=hop, turn_id=turn_id)
     return result, bridge.effects
 
 
@@ -70,7 +72,10 @@ def _held_the_isolate(account, handler) -> None:
                               "held its engine's isolate for over half a second without yielding")
 
 
-def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *, hop: int, turn_id: str):
+def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *, hop: int, turn_id: str,
+                  versions: dict | None = None):
+    """`versions`: {installation id: the version that ran}, written on the warnings and the cancel."""
+    versions = versions or {}
     warnings = []
     for t in result.trace:
         if t.status == "quarantined":
@@ -82,27 +87,32 @@ def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *
             quarantine.record_misbehaviour(account.pk, t.installation_id, t.crash or "timeout", t.warning or "")
         if t.status in WARNING_STATUSES:
             warnings.append(HandlerWarning(account=account, hook=spec.name, installation_id=int(t.installation_id),
-                                           plugin_slug=t.plugin, kind=t.status, message=t.warning or t.status))
+                                           plugin_slug=t.plugin, kind=t.status, message=t.warning or t.status,
+                                           plugin_version=versions.get(t.installation_id)))
         if t.engine_restarted:
             warnings.append(HandlerWarning(account=account, hook=spec.name, installation_id=int(t.installation_id),
                                            plugin_slug=t.plugin, kind=HandlerWarning.Kind.ENGINE_RESTART,
-                                           message=t.warning or "engine replaced"))
+                                           message=t.warning or "engine replaced",
+                                           plugin_version=versions.get(t.installation_id)))
     if warnings or result.cancellation:
-        _write_audit(account, spec, context, result, warnings, hop=hop, turn_id=turn_id)
+        _write_audit(account, spec, context, result, warnings, hop=hop, turn_id=turn_id,
+                     version=versions.get(result.cancellation.installation_id) if result.cancellation else None)
     meter.add_runs(account.pk, spec.name, [(t.plugin, t.duration_ms) for t in result.trace if t.status != "quarantined"])
     for sink in LOG_SINKS:
         sink(account, spec, result)
 
 
 @transaction.atomic
-def _write_audit(account, spec: HookSpec, context: dict, result: ChainResult, warnings: list, *, hop, turn_id):
+def _write_audit(account, spec: HookSpec, context: dict, result: ChainResult, warnings: list, *, hop, turn_id,
+                 version=None):
     if warnings:
         HandlerWarning.objects.bulk_create(warnings)
     if result.cancellation:
         c = result.cancellation
         CancelLog.objects.create(
             account=account, hook=spec.name, installation_id=int(c.installation_id),
-            plugin_id=_plugin_id(c.installation_id), plugin_slug=c.plugin, reason=c.reason[:500],
+            plugin_id=_plugin_id(c.installation_id), plugin_slug=c.plugin, plugin_version=version,
+            reason=c.reason[:500],
             context=result.context, session_id=_field(context, spec.session_field),
             agent_id=_field(context, spec.agent_field), hop=hop, turn_id=turn_id)
 

@@ -8,13 +8,14 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from plugins_app.errors import CompileFailed, Conflict, InvalidInput
-from plugins_app.models import Installation, Plugin
+from plugins_app.models import AccountChange, Installation, Plugin, PluginVersion
 from plugins_app.runtime.hooks import HOOK_NAMES
 from plugins_app.runtime.permissions import derive_permissions
 
-from . import chains
+from . import chains, changes
 from .engine import get_tier
 from .ids import get_in_account
+from .version_records import record_installed
 
 MAX_SOURCE_CHARS = 256 * 1024
 LANGUAGES = ("typescript", "javascript")
@@ -47,16 +48,26 @@ def compile_source(source: str, language: str) -> dict:
     }
 
 
-def _check_grant(plugin: Plugin, grant) -> list[str]:
-    if grant is None:
-        return []
+def check_permission_names(grant, asked) -> list[str]:
+    """`grant` checked to be a list of permissions among `asked`, sorted and without repeats."""
     if not isinstance(grant, list) or not all(isinstance(g, str) for g in grant):
         raise InvalidInput("grant", "expected an array of permission names")
-    extra = sorted(set(grant) - set(plugin.permissions))
+    extra = sorted(set(grant) - set(asked))
     if extra:
         raise InvalidInput("grant", f"{extra[0]} is not a permission this plugin asks for "
-                                    f"(it asks for: {', '.join(plugin.permissions) or 'nothing'})")
+                                    f"(it asks for: {', '.join(sorted(set(asked))) or 'nothing'})")
     return sorted(set(grant))
+
+
+def _check_grant(plugin: Plugin, grant, installation: Installation | None = None) -> list[str]:
+    if grant is None:
+        return []
+    asked = set(plugin.permissions)
+    if installation is not None:   # a draft's new permission can be granted before it is deployed
+        for permissions in PluginVersion.objects.filter(installation=installation).values_list("permissions",
+                                                                                                flat=True):
+            asked.update(permissions)
+    return check_permission_names(grant, asked)
 
 
 def install_plugin(account, *, name: str, source: str, language: str = "typescript",
@@ -89,6 +100,9 @@ def install_existing(account, plugin: Plugin, *, grant=None, settings=None) -> I
                                                granted_permissions=granted, settings=settings or {})
     chains.append_to_chains(installation, plugin.hooks)
     chains.mark_changed(account.pk)
+    record_installed(installation)
+    changes.record(account.pk, AccountChange.Action.INSTALL, f"installed {plugin.slug}", installation=installation,
+                   after={"version": installation.live_version, "hooks": plugin.hooks, "granted": granted})
     return installation
 
 
@@ -101,6 +115,9 @@ def get_installation(account, installation_id, field: str = "installationId") ->
 def uninstall(account, installation_id) -> None:
     installation = get_installation(account, installation_id)
     plugin = installation.plugin
+    changes.record(account.pk, AccountChange.Action.UNINSTALL, f"uninstalled {plugin.slug}",
+                   installation=installation, before={"version": installation.live_version,
+                                                      "granted": installation.granted_permissions})
     installation.delete()
     if plugin.account_id == account.pk and not plugin.installations.exists():
         plugin.delete()
@@ -112,6 +129,10 @@ def set_enabled(account, installation_id, enabled: bool) -> Installation:
     installation = get_installation(account, installation_id)
     if not isinstance(enabled, bool):
         raise InvalidInput("enabled", "expected true or false")
+    if installation.enabled != enabled:
+        action = AccountChange.Action.ENABLE if enabled else AccountChange.Action.DISABLE
+        changes.record(account.pk, action, f"{action.label.lower()} {installation.plugin.slug}",
+                       installation=installation, before={"enabled": installation.enabled}, after={"enabled": enabled})
     installation.enabled = enabled
     installation.save(update_fields=["enabled", "updated_at"])
     chains.mark_changed(account.pk)
@@ -121,7 +142,12 @@ def set_enabled(account, installation_id, enabled: bool) -> Installation:
 @transaction.atomic
 def grant(account, installation_id, permissions) -> Installation:
     installation = get_installation(account, installation_id)
-    installation.granted_permissions = _check_grant(installation.plugin, permissions)
+    before = installation.granted_permissions
+    installation.granted_permissions = _check_grant(installation.plugin, permissions, installation)
+    if sorted(before or ()) != installation.granted_permissions:
+        changes.record(account.pk, AccountChange.Action.GRANT, f"changed the grants of {installation.plugin.slug}",
+                       installation=installation, before={"granted": before},
+                       after={"granted": installation.granted_permissions})
     installation.save(update_fields=["granted_permissions", "updated_at"])
     chains.mark_changed(account.pk)
     return installation

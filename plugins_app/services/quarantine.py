@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from plugins_app.models import HandlerWarning, Installation
 
-from . import chains, plugins
+from . import chains, changes, plugins
 
 MISBEHAVIOURS = {"timeout": "timed out", "wedged": "wedged its engine", "memory": "ran out of memory"}
 MAX_STRIKES_KEPT = 10
@@ -166,13 +166,17 @@ def _note_quarantine_skip(account_pk, installation_pk, hook: str, plugin_slug: s
         installation = Installation.objects.get(pk=installation_pk)
         HandlerWarning.objects.create(account_id=account_pk, hook=hook, installation=installation,
                                       plugin_slug=plugin_slug, kind=HandlerWarning.Kind.QUARANTINED,
-                                      message=_skip_message(installation))
+                                      message=_skip_message(installation), plugin_version=installation.live_version)
 
 
 @transaction.atomic
 def release(account, installation_id) -> Installation:
     """End the quarantine and slow lane now and forget the strikes; another account's id is NotFound."""
     installation = plugins.get_installation(account, installation_id)
+    if is_quarantined(installation) or in_slow_lane(installation) or installation.strikes:
+        changes.record(account.pk, changes.ACTIONS.RELEASE, f"released {installation.plugin.slug}",
+                       installation=installation, before=status(installation), after={"quarantined": False,
+                                                                                      "slowLane": False})
     Installation.objects.filter(pk=installation.pk).update(**RELEASED, updated_at=timezone.now())
     chains.mark_changed(installation.account_id)
     installation.refresh_from_db()

@@ -11,7 +11,9 @@ from django.utils.dateparse import parse_date, parse_datetime
 from plugins_app.errors import InvalidInput
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 
-from .chains import require_hook
+# The module, not the name: chains -> changes -> queries -> chains is a cycle, and a module reference
+# resolves at call time whichever of them is imported first.
+from . import chains
 
 
 def _moment(name: str, raw: str, end_of_day: bool = False) -> datetime:
@@ -26,9 +28,10 @@ def _moment(name: str, raw: str, end_of_day: bool = False) -> datetime:
     return value
 
 
-def _common(qs, params, time_field: str = "created_at"):
-    if params.get("hook"):
-        require_hook(params["hook"])
+def common(qs, params, time_field: str = "created_at", *, hook: bool = True):
+    """Filters shared by the audit lists: hook, plugin slug, since and until."""
+    if hook and params.get("hook"):
+        chains.require_hook(params["hook"])
         qs = qs.filter(hook=params["hook"])
     if params.get("plugin"):
         qs = qs.filter(plugin_slug=params["plugin"])
@@ -42,7 +45,7 @@ def _common(qs, params, time_field: str = "created_at"):
 
 
 def cancellations(account, params) -> QuerySet[CancelLog]:
-    qs = _common(CancelLog.objects.filter(account=account), params)
+    qs = common(CancelLog.objects.filter(account=account), params)
     if params.get("agentId"):
         qs = qs.filter(agent_id=params["agentId"])
     if params.get("sessionId"):
@@ -53,7 +56,7 @@ def cancellations(account, params) -> QuerySet[CancelLog]:
 
 
 def warnings(account, params) -> QuerySet[HandlerWarning]:
-    qs = _common(HandlerWarning.objects.filter(account=account), params)
+    qs = common(HandlerWarning.objects.filter(account=account), params)
     if params.get("kind"):
         if params["kind"] not in HandlerWarning.Kind.values:
             raise InvalidInput("kind", "expected one of " + ", ".join(HandlerWarning.Kind.values))
@@ -63,5 +66,5 @@ def warnings(account, params) -> QuerySet[HandlerWarning]:
 
 def usage(account, params) -> QuerySet[UsageDaily]:
     """Daily handler runs and time; `since`/`until` select days."""
-    return _common(UsageDaily.objects.filter(account=account), params, time_field="day").order_by(
+    return common(UsageDaily.objects.filter(account=account), params, time_field="day").order_by(
         "-day", "plugin_slug", "hook")

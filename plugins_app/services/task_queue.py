@@ -8,6 +8,7 @@ FIRE_CRON_SLOT = "plugins_app.tasks.fire_cron_slot"
 DISPATCH_MISSION = "plugins_app.tasks.dispatch_mission"
 FIRE_CRON_COMPLETED = "plugins_app.tasks.fire_cron_completed"
 DELIVER_DUE_NOTIFICATIONS = "plugins_app.tasks.deliver_due_notifications"
+RUN_SHADOW = "plugins_app.tasks.run_shadow"
 
 
 def enqueue(task_name: str, *args: object) -> None:

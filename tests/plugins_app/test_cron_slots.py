@@ -276,5 +276,5 @@ def test_every_task_the_services_queue_by_name_is_registered():
     from plugins_app.services import task_queue
 
     names = [value for key, value in vars(task_queue).items() if key.isupper()]
-    assert len(names) == 4
+    assert len(names) == 5
     assert all(name in app.tasks for name in names), sorted(set(names) - set(app.tasks))

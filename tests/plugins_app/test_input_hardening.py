@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 EXECUTE = "/api/v1/hooks/systemPrompt/execute"
 INBOUND = {"sessionId": "1", "channelId": None, "text": "hi", "mediaIds": []}
 # Methods that take no body: the body, if any, is never read.
-BODILESS = {("ping", "POST"), ("cron-job-run", "POST"), ("plugin-release", "POST")}
+BODILESS = {("ping", "POST"), ("cron-job-run", "POST"), ("plugin-release", "POST"), ("plugin-promote", "POST")}
 
 
 def post_raw(client, url, raw: str, method="post"):
@@ -139,7 +139,7 @@ def test_an_unknown_field_is_400_on_every_operation(api_client, name, url, metho
     assert response.status_code == 400, response.content
     assert error_of(response)["field"] in ("surelyNotAField", "context", "enabled", "grant", "settings",
                                                "name", "agentId", "status", "sessionId", "kind", "message",
-                                               "delaySeconds", "prompt", "schedule", "sshHostId", "turnId")
+                                               "delaySeconds", "prompt", "schedule", "sshHostId", "turnId", "source")
 
 
 def test_nesting_up_to_the_limit_parses():

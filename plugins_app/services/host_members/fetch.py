@@ -126,7 +126,7 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
             "body": _decode(raw, response.getheader("Content-Type") or "")}
 
 
-@member("fetch")
+@member("fetch", writes=lambda args: _request_parts(args)[1].upper() not in ("GET", "HEAD"))
 def fetch(call: HostCall, args: list) -> dict:
     url, method, headers, body = _request_parts(args)
     return fetch_url(url, method, headers, body)

@@ -20,7 +20,7 @@ def _session_of(call: HostCall) -> tuple[str, str | None]:
     return call.context[spec.session_field], call.context.get(spec.agent_field) if spec.agent_field else None
 
 
-@member("session.peer.send")
+@member("session.peer.send", writes=True)
 def peer_send(call: HostCall, args: list) -> dict:
     """Fire interAgentMessage for the message (one hop further) and hand the outcome to the platform."""
     session_id, agent_id = _session_of(call)

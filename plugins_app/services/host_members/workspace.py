@@ -50,7 +50,7 @@ def read(call: HostCall, args: list) -> str | None:
     return files.filter(path=normalise_path(_arg(args, 0))).values_list("content", flat=True).first()
 
 
-@member("workspace.write")
+@member("workspace.write", writes=True)
 def write(call: HostCall, args: list) -> dict:
     files, agent_id = _scope(call)
     path = normalise_path(_arg(args, 0))
@@ -83,7 +83,7 @@ def list_files(call: HostCall, args: list) -> dict:
                       for p, s, u in rows]}
 
 
-@member("workspace.delete")
+@member("workspace.delete", writes=True)
 def delete(call: HostCall, args: list) -> dict:
     files, _ = _scope(call)
     deleted, _ = files.filter(path=normalise_path(_arg(args, 0))).delete()

@@ -1,0 +1,102 @@
+"""In a real browser: an account admin saves a draft, sees the line diff, deploys it and rolls back, and
+each takes effect on the platform's very next execute call; an auditor sees the history without buttons."""
+
+import pytest
+
+from accounts import services
+from accounts.models import Account, ApiKey
+from plugins_app.services import plugins
+
+from .conftest import PASSWORD, execute, log_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PROMPT = {"sessionId": "1", "agentId": "2", "sessionKind": "direct", "systemPrompt": "base"}
+
+
+def appender(suffix):
+    return f"globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + {suffix!r};"
+
+
+def prompt(live_server, raw_key):
+    status, body = execute(live_server, raw_key, "systemPrompt", PROMPT)
+    assert status == 200, body
+    return body["value"]
+
+
+def test_an_admin_deploys_a_draft_and_rolls_it_back(page, live_server):
+    account = Account.objects.create(name="acme")
+    services.add_member("acme", "alice", "admin", password=PASSWORD)
+    _, raw_key = ApiKey.issue(account, name="platform")
+    installation = plugins.install_plugin(account, name="Greeter", source=appender("-v1"), language="javascript")
+    assert prompt(live_server, raw_key) == "base-v1"
+    log_in(page, live_server, "alice")
+
+    page.goto(f"{live_server.url}/admin/plugins_app/installation/{installation.pk}/change/")
+    page.get_by_text("Version 1 is live").click()
+    page.wait_for_selector("#hub-versions")
+    page.select_option("#id_language", "javascript")
+    page.fill("#id_source", appender("-v2"))
+    page.fill("#id_note", "a louder greeting")
+    page.click("#hub-draft input[type=submit]")
+    page.wait_for_selector(".messagelist .success")
+    assert "nothing that runs has changed" in page.locator(".messagelist").inner_text()
+    assert prompt(live_server, raw_key) == "base-v1"
+    # The default diff compares the two newest versions, line by line, marking the changed characters.
+    assert page.locator("#hub-diff table.diff .diff_chg").all_inner_texts() == ["1", "2"]
+
+    page.click("#version-2 button:has-text('Deploy version 2')")
+    page.wait_for_selector(".messagelist .success")
+    assert page.locator("#hub-live-version").inner_text() == "2"
+    assert prompt(live_server, raw_key) == "base-v2"
+
+    page.click("#hub-rollback button")
+    page.wait_for_selector(".messagelist .success")
+    assert page.locator("#hub-live-version").inner_text() == "1"
+    assert prompt(live_server, raw_key) == "base-v1"
+    history = page.locator("#hub-deploys").inner_text()
+    assert "alice" in history and "rolled back to version 1" in history and "deployed version 2" in history
+
+    services.add_member("acme", "audrey", "auditor", password=PASSWORD)
+    page.context.clear_cookies()
+    log_in(page, live_server, "audrey")
+    page.goto(f"{live_server.url}/admin/plugins_app/pluginversion/installation/{installation.pk}/")
+    assert page.locator("#version-2").count() == 1
+    assert page.locator(".hub-deploy, #hub-rollback, #hub-draft").count() == 0
+
+
+@pytest.fixture
+def eager_celery():
+    """Shadow runs are Celery tasks; here they run in the live server's thread right after the answer."""
+    from middleware_hub.celery import app
+    saved = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager = app.conf.task_eager_propagates = True
+    yield
+    app.conf.task_always_eager, app.conf.task_eager_propagates = saved
+
+
+VETO = "globalThis.middleware.userMessageInbound = async (c, t) => t.cancel('no: ' + c.text);"
+INBOUND = {"sessionId": "10", "channelId": None, "text": "rm -rf /", "mediaIds": []}
+
+
+def test_an_admin_puts_a_veto_in_shadow_reads_its_counts_and_promotes_it(page, live_server, eager_celery):
+    account = Account.objects.create(name="acme")
+    services.add_member("acme", "alice", "admin", password=PASSWORD)
+    _, raw_key = ApiKey.issue(account, name="platform")
+    guard = plugins.install_plugin(account, name="Guard", source=VETO, language="javascript")
+    log_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/admin/plugins_app/pluginversion/installation/{guard.pk}/")
+    page.click("#hub-to-shadow button")
+    page.wait_for_selector(".messagelist .success")
+
+    status, body = execute(live_server, raw_key, "userMessageInbound", INBOUND)
+    assert (status, body["outcome"]) == (200, "unchanged")   # the shadowed veto does not block
+    page.reload()
+    assert page.locator("#hub-shadow-counts .would-cancel").inner_text() == "1"
+    assert "no: rm -rf /" in page.locator("#hub-shadow-cancels").inner_text()
+
+    page.click("#hub-promote button")
+    page.wait_for_selector(".messagelist .success")
+    assert page.locator("#hub-to-shadow").count() == 1   # live again: it can be shadowed anew
+    status, body = execute(live_server, raw_key, "userMessageInbound", INBOUND)
+    assert (status, body["outcome"], body["cancellation"]["reason"]) == (200, "cancelled", "no: rm -rf /")
