@@ -1,6 +1,7 @@
 """gunicorn settings read when the hub is served from this directory: threaded workers, one engine tier."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -13,12 +14,14 @@ worker_class = "gthread"
 threads = int(os.environ.get("HUB_WORKER_THREADS", "16"))
 
 _tier = None
+_metrics_dir = None   # made here (and removed at exit) when the operator gave none
 
 
 def on_starting(server):
     """Start the machine's engine tier before any worker: every worker connects to the same
     engines, so an account's compartments are warm once per machine, not once per worker."""
     global _tier
+    _prepare_metrics_dir()
     if os.environ.get("HUB_ENGINE_DIR"):   # the operator runs the tier as a service of its own
         return
     directory = tempfile.mkdtemp(prefix="hub-engines-")
@@ -38,7 +41,30 @@ def on_starting(server):
     server.log.info("hook engine tier: %s engines and %s lane engine(s) in %s", engines, lane, directory)
 
 
+def _prepare_metrics_dir():
+    """prometheus_client's multiprocess mode: every worker writes its metrics to files in one
+    directory, which /metrics sums. Set before any worker imports the library; emptied at start,
+    since files of a previous run's processes would be summed in too."""
+    global _metrics_dir
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        for stale in Path(directory).glob("*.db"):
+            stale.unlink()
+    else:
+        directory = _metrics_dir = tempfile.mkdtemp(prefix="hub-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)   # drops its live gauges; its counters still count
+
+
 def on_exit(server):
+    if _metrics_dir is not None:
+        shutil.rmtree(_metrics_dir, ignore_errors=True)
     if _tier is not None and _tier.poll() is None:
         _tier.terminate()
         try:

@@ -29,6 +29,10 @@ app.conf.beat_schedule = {
 @worker_process_shutdown.connect
 def flush_metering(**kwargs):
     # Pool processes leave without running atexit handlers: write buffered usage first.
+    from plugins_app.services.latency import recorder
     from plugins_app.services.metering import meter
+    from plugins_app.services.metrics import deferred
 
     meter.flush()
+    recorder.flush()
+    deferred.apply()

@@ -166,6 +166,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Accounts' installed plugins and the hook engine that runs them.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The API's own prefix, not one computed from every URL: /healthz and /metrics would shorten it
+    # and so rename every operationId.
+    "SCHEMA_PATH_PREFIX": "/api/",
     # Swagger UI served from this hub (drf-spectacular-sidecar), not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -236,6 +239,11 @@ HOOK_ISOLATE_MEMORY_MB = HUB_ISOLATE_MEMORY_MB
 HOOK_BUDGET_MS = HUB_BUDGET_MS
 # Usage metering is buffered and written every N seconds (0 writes on every call).
 HUB_METERING_FLUSH_SECONDS = float(env("HUB_METERING_FLUSH_SECONDS", 2))
+
+# GET /metrics: with a token set, callers must send it as a bearer token; without one, loopback only.
+HUB_METRICS_TOKEN = env("HUB_METRICS_TOKEN", "")
+HUB_METRICS_MAX_PLUGINS = int(env("HUB_METRICS_MAX_PLUGINS", 200))   # distinct plugin labels per process
+HUB_METRICS_FLUSH_SECONDS = float(env("HUB_METRICS_FLUSH_SECONDS", 1))   # how often a process applies its observations
 # An installation that times out, wedges or runs out of memory this many times within the window is
 # skipped for the cool-down; any such misbehaviour also moves it to the slow lane for a while.
 HUB_QUARANTINE_STRIKES = int(env("HUB_QUARANTINE_STRIKES", 3))

@@ -4,10 +4,15 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from plugins_app.api import ops_views
+
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/", include("plugins_app.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("healthz", ops_views.HealthView.as_view(), name="healthz"),
+    path("readyz", ops_views.ReadyView.as_view(), name="readyz"),
+    path("metrics", ops_views.MetricsView.as_view(), name="metrics"),
 ]

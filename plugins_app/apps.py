@@ -10,6 +10,7 @@ class PluginsAppConfig(AppConfig):
 
     def ready(self):
         # Imported here: models must be loaded before the services are.
-        from plugins_app.services import host_members
+        from plugins_app.services import host_members, metrics
 
         host_members.register()
+        metrics.register()

@@ -3,7 +3,7 @@
 from django.contrib import admin
 
 # Importing a module registers its admins.
-from . import accounts, audit, chains, changes, host, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
+from . import accounts, audit, chains, changes, host, latency, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
 from .scoping import (
     AccountScopedAdmin,
     AccountScopedStackedInline,

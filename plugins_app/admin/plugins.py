@@ -19,6 +19,7 @@ from plugins_app.services import admin_ops, plugins, quarantine
 
 from .catalog import catalog_page, schema_rows
 from .forms import InstallationChangeForm, InstallForm
+from .latency import installation_latency_link
 from .scoping import AccountScopedAdmin, admin_account_ids, is_operator, per_object_action
 
 
@@ -135,11 +136,12 @@ class InstallationAdmin(AccountScopedAdmin):
     search_fields = ["plugin__name", "plugin__slug"]
     actions = ["enable_selected", "disable_selected", "release_selected"]
     readonly_fields = ["account", "plugin_link", "quarantine_status", "hook_list", "asked_list", "chain_places",
-                       "settings_taken", "version_history", "source_code", "created_at", "updated_at"]
+                       "latency_link", "settings_taken", "version_history", "source_code", "created_at",
+                       "updated_at"]
     fieldsets = [
         (None, {"fields": ["account", "plugin_link", "enabled"]}),
         ("Quarantine", {"fields": ["quarantine_status"]}),
-        ("What it does", {"fields": ["hook_list", "chain_places", "asked_list", "version_history"]}),
+        ("What it does", {"fields": ["hook_list", "chain_places", "latency_link", "asked_list", "version_history"]}),
         ("What it may do", {"fields": ["granted_permissions", "settings_taken", "settings"]}),
         ("Source", {"fields": ["source_code"], "classes": ["collapse"]}),
         (None, {"fields": ["created_at", "updated_at"]}),
@@ -334,6 +336,10 @@ class InstallationAdmin(AccountScopedAdmin):
         rows = ((f"{changelist}?account={obj.account_id}&hook={entry.hook}", entry.hook, entry.position + 1)
                 for entry in obj.chain_entries.order_by("hook"))
         return format_html_join(" ", '<a class="hub-tag" href="{}">{} #{}</a>', rows) or "—"
+
+    @admin.display(description="latency")
+    def latency_link(self, obj):
+        return installation_latency_link(obj)
 
     @admin.display(description="settings it takes")
     def settings_taken(self, obj):

@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Installation, UsageDaily
 from plugins_app.runtime.chain import ChainResult
-from plugins_app.services import quarantine
+from plugins_app.services import latency, quarantine
 
 
 @extend_schema_field(OpenApiTypes.STR)
@@ -165,14 +165,51 @@ def execute_response(result: ChainResult, effects: list) -> dict:
     }
 
 
+class _UsageListSerializer(serializers.ListSerializer):
+    """Reads the page's latency histograms in one query, not one per row."""
+
+    def to_representation(self, data):
+        rows = list(data.all() if hasattr(data, "all") else data)
+        self.child.summaries = latency.day_summaries(rows)
+        return super().to_representation(rows)
+
+
 class UsageSerializer(serializers.ModelSerializer):
     plugin = serializers.CharField(source="plugin_slug")
     totalMs = serializers.FloatField(source="total_ms")
     averageMs = serializers.SerializerMethodField()
+    p50Ms = serializers.SerializerMethodField()
+    p95Ms = serializers.SerializerMethodField()
+    p99Ms = serializers.SerializerMethodField()
+    maxMs = serializers.SerializerMethodField()
+    statusCounts = serializers.SerializerMethodField()
+    summaries: dict = {}   # filled per page by _UsageListSerializer
 
     class Meta:
         model = UsageDaily
-        fields = ["day", "plugin", "hook", "runs", "totalMs", "averageMs"]
+        fields = ["day", "plugin", "hook", "runs", "totalMs", "averageMs", "p50Ms", "p95Ms", "p99Ms", "maxMs",
+                  "statusCounts"]
+        list_serializer_class = _UsageListSerializer
+
+    def _summary(self, row) -> dict:
+        return self.summaries.get((row.account_id, row.plugin_slug, row.hook, row.day), latency.EMPTY_SUMMARY)
 
     def get_averageMs(self, row) -> float:
         return round(row.total_ms / row.runs, 3) if row.runs else 0.0
+
+    def get_p50Ms(self, row) -> float | None:
+        return self._summary(row)["p50Ms"]
+
+    def get_p95Ms(self, row) -> float | None:
+        return self._summary(row)["p95Ms"]
+
+    def get_p99Ms(self, row) -> float | None:
+        return self._summary(row)["p99Ms"]
+
+    def get_maxMs(self, row) -> float | None:
+        return self._summary(row)["maxMs"]
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "integer"},
+                          "description": "handler runs per status: " + ", ".join(latency.STATUSES)})
+    def get_statusCounts(self, row) -> dict:
+        return self._summary(row)["statusCounts"]

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from plugins_app.errors import InvalidInput
 from plugins_app.models import Installation
 from plugins_app.runtime.hooks import HOOKS
-from plugins_app.services import catalog, chains, execution, plugins, quarantine, queries, shadow
+from plugins_app.services import catalog, chains, execution, metrics, plugins, quarantine, queries, shadow, tracing
 
 from . import serializers as s
 from .edge import body, body_field, check_request
@@ -58,10 +58,15 @@ class HookExecuteView(AccountView):
           summary="Run the account's chain for a hook")
     def post(self, request, hook):
         started = time.perf_counter()
-        result, effects = execution.execute_request(self.account, hook, request.data)
+        with metrics.execute_observed(hook) as observed, \
+                tracing.chain_span(hook, self.account.pk, request.META.get("HTTP_TRACEPARENT")) as span:
+            result, effects = execution.execute_request(self.account, hook, request.data)
+            observed.outcome = result.outcome
+            span.finish(result)
         chain_ms = (time.perf_counter() - started) * 1000
         # The platform can tell the hub's chain time from the network's (and so can the bench).
-        return Response(s.execute_response(result, effects), headers={"Server-Timing": f"chain;dur={chain_ms:.2f}"})
+        headers = {"Server-Timing": tracing.server_timing(chain_ms, result.trace), **span.response_headers()}
+        return Response(s.execute_response(result, effects), headers=headers)
 
 
 _PLUGIN_LIST = inline_serializer("PluginList", {"plugins": s.InstallationSerializer(many=True)})

@@ -2,6 +2,7 @@
 
 from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
 from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
+from .latency import LatencyHistogram
 from .plugins import ChainEntry, Installation, Plugin
 from .scheduling import CronJob, CronRun, Notification
 from .shadow import ShadowSample, ShadowStat
@@ -9,5 +10,6 @@ from .ssh import SshHost, SshTurn
 from .versions import AccountChange, PluginVersion
 
 __all__ = ["AccountChange", "Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning",
-           "ImmutableRecordError", "Installation", "Notification", "PlatformConfig", "Plugin", "PluginLog",
-           "PluginVersion", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "UsageDaily", "WorkspaceFile"]
+           "ImmutableRecordError", "Installation", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin",
+           "PluginLog", "PluginVersion", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "UsageDaily",
+           "WorkspaceFile"]

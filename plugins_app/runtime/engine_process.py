@@ -69,6 +69,9 @@ class Engine:
         self.next_call = 0
         self.run_seq = 0
         self.replaced = 0
+        # Handlers whose compartment this engine's isolate lacked, and of those, the ones whose
+        # code its cache lacked too (the web process is asked for them): read through status().
+        self.misses = {"compartmentMisses": 0, "codeCacheMisses": 0}
         self._bounce_timer: asyncio.TimerHandle | None = None
         self.only_client: Client | None = None   # a private engine's one connection
         self.base_nice = os.getpriority(os.PRIO_PROCESS, 0)
@@ -128,7 +131,7 @@ class Engine:
                 "accounts": sorted({key.split("/", 1)[0] for key in iso.loaded}) if iso else [],
                 "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs),
                 "running": self.running.message.get("account") if self.running else None,
-                "holding": self.state.holder if self.state else None, "busy": self._busy()}
+                "holding": self.state.holder if self.state else None, "busy": self._busy(), **self.misses}
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
     def _admit(self, client: Client, message: dict) -> None:
@@ -271,10 +274,12 @@ class Engine:
     async def load_missing(self, iso: Isolate, account: str, missing: list[str], hashes: dict) -> list[str]:
         """Load what the code cache holds; returns the ids it does not have (the web process sends them)."""
         absent = []
+        self.misses["compartmentMisses"] += len(missing)
         for inst_id in missing:
             item = self.code.get(f"{account}/{inst_id}")
             if item is None or item["hash"] != hashes.get(inst_id):
                 absent.append(inst_id)
+                self.misses["codeCacheMisses"] += 1
                 continue
             self.code.move_to_end(f"{account}/{inst_id}")
             args = [account, inst_id, item["hash"], item["code"], wire.dumps(item.get("config") or {}).decode()]

@@ -16,7 +16,9 @@ from .chain_cache import chain_cache
 from .chains import require_hook
 from .engine import get_tier
 from .host import HostBridge
+from .latency import recorder as latency_recorder
 from .metering import meter
+from .metrics import observe_handlers, quarantined
 
 WARNING_STATUSES = {"error", "timeout", "malformed"}
 MISBEHAVIOUR = {"wedged", "memory"}   # crash kinds that count towards quarantine (with timeouts)
@@ -84,7 +86,8 @@ def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *
                                                 until=t.quarantined_until)
             continue
         if t.status == "timeout" or t.crash in MISBEHAVIOUR:
-            quarantine.record_misbehaviour(account.pk, t.installation_id, t.crash or "timeout", t.warning or "")
+            if quarantine.record_misbehaviour(account.pk, t.installation_id, t.crash or "timeout", t.warning or ""):
+                quarantined()
         if t.status in WARNING_STATUSES:
             warnings.append(HandlerWarning(account=account, hook=spec.name, installation_id=int(t.installation_id),
                                            plugin_slug=t.plugin, kind=t.status, message=t.warning or t.status,
@@ -98,6 +101,8 @@ def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *
         _write_audit(account, spec, context, result, warnings, hop=hop, turn_id=turn_id,
                      version=versions.get(result.cancellation.installation_id) if result.cancellation else None)
     meter.add_runs(account.pk, spec.name, [(t.plugin, t.duration_ms) for t in result.trace if t.status != "quarantined"])
+    latency_recorder.record(account.pk, spec.name, result.trace)
+    observe_handlers(spec.name, result.trace)
     for sink in LOG_SINKS:
         sink(account, spec, result)
 

@@ -30,7 +30,7 @@ def test_execute_runs_the_chain_and_reports_a_trace(api_client, install):
     assert [t["installationId"] for t in body["trace"]] == [str(a.pk), str(b.pk)]
     assert all(isinstance(t["durationMs"], float) for t in body["trace"])
     assert response["Server-Timing"].startswith("chain;dur=")
-    assert float(response["Server-Timing"].split("dur=")[1]) > 0
+    assert float(response["Server-Timing"].split(",")[0].split("dur=")[1]) > 0
     assert [t["status"] for t in body["trace"]] == ["ran", "ran"]
 
 

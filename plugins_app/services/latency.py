@@ -1,0 +1,229 @@
+"""Handler latency histograms: recorded in memory per minute, flushed in batches, read as percentiles."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from datetime import time as day_time
+
+from django.conf import settings
+from django.db import IntegrityError, close_old_connections, transaction
+from django.utils import timezone
+
+from plugins_app.models import LatencyHistogram
+
+logger = logging.getLogger(__name__)
+
+# Log-scaled buckets: bucket 0 holds 0..BASE_MS, bucket i holds (BASE_MS*GROWTH**(i-1), BASE_MS*GROWTH**i].
+# A percentile read as a bucket's midpoint is within GROWTH's half-step (about 9%) of the true value;
+# the last bucket takes everything past about 2 minutes (far beyond any handler's budget).
+BASE_MS = 0.05
+GROWTH = 1.2
+LAST_BUCKET = 82
+_LOG_GROWTH = math.log(GROWTH)
+STATUSES = ("ran", "cancelled", "error", "timeout", "malformed", "quarantined")
+NOT_RUN = "quarantined"
+Resolution = LatencyHistogram.Resolution
+RETENTION = {Resolution.MINUTE: timedelta(days=2), Resolution.HOUR: timedelta(days=32)}   # days: kept
+PRUNE_EVERY_SECONDS = 600
+
+
+def bucket_index(ms: float) -> int:
+    if ms <= BASE_MS:
+        return 0
+    return min(math.ceil(math.log(ms / BASE_MS) / _LOG_GROWTH - 1e-9), LAST_BUCKET)
+
+
+def bucket_bounds(index: int) -> tuple[float, float]:
+    if index == 0:
+        return 0.0, BASE_MS
+    return BASE_MS * GROWTH ** (index - 1), math.inf if index == LAST_BUCKET else BASE_MS * GROWTH ** index
+
+
+@dataclass
+class Window:
+    """Runs of one plugin on one hook in one window; windows merge by adding."""
+
+    runs: int = 0
+    total_ms: float = 0.0
+    min_ms: float | None = None
+    max_ms: float | None = None
+    buckets: dict = field(default_factory=dict)    # bucket index (str, as JSON keeps it) -> count
+    statuses: dict = field(default_factory=dict)   # status -> count
+
+    def add(self, status: str, ms: float) -> None:
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        if status == NOT_RUN:
+            return
+        self.runs += 1
+        self.total_ms += ms
+        self.min_ms = ms if self.min_ms is None or ms < self.min_ms else self.min_ms
+        self.max_ms = ms if self.max_ms is None or ms > self.max_ms else self.max_ms
+        key = str(bucket_index(ms))
+        self.buckets[key] = self.buckets.get(key, 0) + 1
+
+    def merge(self, other: Window) -> Window:
+        self.runs += other.runs
+        self.total_ms += other.total_ms
+        self.min_ms = _pick(min, self.min_ms, other.min_ms)
+        self.max_ms = _pick(max, self.max_ms, other.max_ms)
+        for target, source in ((self.buckets, other.buckets), (self.statuses, other.statuses)):
+            for key, count in source.items():
+                target[key] = target.get(key, 0) + count
+        return self
+
+    def percentile(self, q: float) -> float | None:
+        """Nearest-rank percentile (0 < q <= 1), read as its bucket's midpoint within [min, max]."""
+        if not self.runs:
+            return None
+        rank = max(1, math.ceil(q * self.runs))
+        seen = 0
+        for index in sorted(int(k) for k in self.buckets):
+            seen += self.buckets[str(index)]
+            if seen >= rank:
+                low, high = bucket_bounds(index)
+                return round(min(max((low + high) / 2, self.min_ms), self.max_ms), 3)
+        return self.max_ms
+
+    def summary(self) -> dict:
+        return {"p50Ms": self.percentile(0.50), "p95Ms": self.percentile(0.95), "p99Ms": self.percentile(0.99),
+                "maxMs": None if self.max_ms is None else round(self.max_ms, 3),
+                "statusCounts": {status: self.statuses.get(status, 0) for status in STATUSES}}
+
+    @classmethod
+    def of(cls, row: LatencyHistogram) -> Window:
+        return cls(row.runs, row.total_ms, row.min_ms, row.max_ms, dict(row.buckets), dict(row.statuses))
+
+
+def _pick(choose, a, b):
+    return b if a is None else a if b is None else choose(a, b)
+
+
+def window_starts(minute: int) -> dict[str, datetime]:
+    """The minute, hour and day (in the site's time zone, as metering's days) holding epoch `minute`."""
+    moment = datetime.fromtimestamp(minute * 60, tz=UTC)
+    local = timezone.localtime(moment)
+    return {Resolution.MINUTE: moment, Resolution.HOUR: moment.replace(minute=0),
+            Resolution.DAY: local.replace(hour=0, minute=0, second=0, microsecond=0)}
+
+
+class LatencyRecorder:
+    """Adds are cheap (a dict update per handler); flush() writes each pending minute into its
+    minute, hour and day rows in one transaction, so a failed write is kept whole for the next."""
+
+    def __init__(self):
+        self._pending: dict[tuple, Window] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pruned_at = 0.0
+
+    @property
+    def interval(self) -> float:
+        return float(getattr(settings, "HUB_METERING_FLUSH_SECONDS", 2.0))
+
+    def record(self, account_id: int, hook: str, trace) -> None:
+        """One chain's trace: each entry's plugin, status and duration."""
+        if not trace:
+            return
+        minute = int(time.time() // 60)
+        with self._lock:
+            for entry in trace:
+                key = (account_id, entry.plugin, hook, minute)
+                window = self._pending.get(key)
+                if window is None:
+                    window = self._pending[key] = Window()
+                window.add(entry.status, entry.duration_ms)
+        if self.interval <= 0:
+            self.flush()
+        else:
+            self._ensure_thread()
+
+    def flush(self) -> int:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for key, window in pending.items():
+            try:
+                self._write(*key, window)
+            except Exception:
+                logger.exception("latency write failed; keeping %s runs for the next flush", window.runs)
+                with self._lock:
+                    kept = self._pending.get(key)
+                    self._pending[key] = window if kept is None else kept.merge(window)
+        return len(pending)
+
+    @staticmethod
+    @transaction.atomic
+    def _write(account_id, slug, hook, minute, window: Window) -> None:
+        for resolution, start in window_starts(minute).items():
+            lookup = dict(account_id=account_id, plugin_slug=slug, hook=hook, resolution=resolution, start=start)
+            row = LatencyHistogram.objects.select_for_update().filter(**lookup).first()
+            if row is None:
+                try:
+                    with transaction.atomic():
+                        _save(LatencyHistogram(**lookup), Window().merge(window))
+                    continue
+                except IntegrityError:   # another process created the row first
+                    row = LatencyHistogram.objects.select_for_update().get(**lookup)
+            _save(row, Window.of(row).merge(window))
+
+    def prune(self, now: datetime | None = None) -> int:
+        """Drops minute and hour rows past their retention; day rows are kept like daily usage."""
+        now = now or timezone.now()
+        deleted = 0
+        for resolution, keep in RETENTION.items():
+            deleted += LatencyHistogram.objects.filter(resolution=resolution, start__lt=now - keep).delete()[0]
+        return deleted
+
+    def _ensure_thread(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(target=self._loop, name="hub-latency", daemon=True)
+            self._thread.start()
+            atexit.register(self.flush)
+
+    def _loop(self) -> None:
+        stop = threading.Event()
+        while not stop.wait(self.interval):
+            try:
+                self.flush()
+                if time.monotonic() - self._pruned_at > PRUNE_EVERY_SECONDS:
+                    self._pruned_at = time.monotonic()
+                    self.prune()
+            except Exception:
+                logger.exception("latency flush or prune failed")
+            finally:
+                close_old_connections()
+
+
+def _save(row: LatencyHistogram, window: Window) -> None:
+    row.runs, row.total_ms, row.min_ms, row.max_ms = window.runs, window.total_ms, window.min_ms, window.max_ms
+    row.buckets, row.statuses = window.buckets, window.statuses
+    row.save()
+
+
+recorder = LatencyRecorder()
+
+
+def day_summaries(usage_rows) -> dict[tuple, dict]:
+    """Percentiles and status counts for UsageDaily rows, by (account id, plugin, hook, day), in one query."""
+    if not usage_rows:
+        return {}
+    tz = timezone.get_current_timezone()
+    starts = {row.day: timezone.make_aware(datetime.combine(row.day, day_time.min), tz) for row in usage_rows}
+    histograms = LatencyHistogram.objects.filter(
+        resolution=Resolution.DAY, start__in=set(starts.values()),
+        account_id__in={row.account_id for row in usage_rows},
+        plugin_slug__in={row.plugin_slug for row in usage_rows})
+    by_key = {(h.account_id, h.plugin_slug, h.hook, timezone.localtime(h.start, tz).date()): h for h in histograms}
+    return {key: Window.of(h).summary() for key, h in by_key.items()}
+
+
+EMPTY_SUMMARY = Window().summary()
