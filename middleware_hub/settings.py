@@ -143,7 +143,9 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "var" / "static"
 
-DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+HUB_API_MAX_BODY_BYTES = 1024 * 1024   # an API body (execute included); the API's JSON parser holds it
+# The largest body Django reads at all: installing a plugin (up to 2 MiB of source, as a JSON string).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 6 * 1024 * 1024
 
 _renderers = ["rest_framework.renderers.JSONRenderer"]
 if DEBUG:

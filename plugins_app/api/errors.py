@@ -1,5 +1,6 @@
 """The one place API errors become responses: {"error": {"code", "message", "field", ...}}."""
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -37,7 +38,7 @@ def _field(detail, prefix: str = "") -> str | None:
 
 def exception_handler(exc, context):
     if isinstance(exc, RequestDataTooBig):
-        exc = PayloadTooLarge("the request body is over the 1 MiB limit")
+        exc = PayloadTooLarge(f"the request body is over the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE // (1024 * 1024)} MiB limit")
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "not found")
     response = drf_exception_handler(exc, context)

@@ -13,14 +13,16 @@ from plugins_app.services import inputs
 
 class LimitedJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        # A view may allow a larger body (installing a bundled plugin): its `max_body_bytes`.
+        view = (parser_context or {}).get("view")
+        limit = getattr(view, "max_body_bytes", None) or settings.HUB_API_MAX_BODY_BYTES
         request = (parser_context or {}).get("request")
         length = request.META.get("CONTENT_LENGTH") if request is not None else None
         if length and str(length).isdigit() and int(length) > limit:
-            raise PayloadTooLarge(f"the request body is over the {limit // 1024} KiB limit")
+            raise PayloadTooLarge(f"the request body is over the {_size(limit)} limit")
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
-            raise PayloadTooLarge(f"the request body is over the {limit // 1024} KiB limit")
+            raise PayloadTooLarge(f"the request body is over the {_size(limit)} limit")
         if inputs.too_deep(raw):
             raise ParseError(f"the body nests arrays and objects deeper than {inputs.MAX_DEPTH} levels")
         try:
@@ -30,3 +32,7 @@ class LimitedJSONParser(JSONParser):
         if inputs.may_hold_bad_text(raw):
             inputs.check_text(data)
         return data
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit // 1024} KiB"

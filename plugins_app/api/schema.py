@@ -68,13 +68,13 @@ TAGS = {
     "cancellations": "audit", "warnings": "audit", "usage": "audit", "logs": "audit", "changes": "audit",
     "platform": "platform", "agents": "platform",
     "cron-jobs": "scheduling", "cron-runs": "scheduling", "notifications": "scheduling",
-    "ssh-hosts": "ssh", "ssh": "ssh",
+    "ssh-hosts": "ssh", "ssh": "ssh", "sdk": "plugins",
 }
 TAG_DESCRIPTIONS = {
     "keys": "Checking an account key.",
     "hooks": "The 14 hooks and running an account's chain for one.",
     "chains": "The order plugins run in, per hook.",
-    "plugins": "Installing, enabling, granting and configuring plugins; the official catalog.",
+    "plugins": "Installing, enabling, granting and configuring plugins; the official catalog; the SDK's types.",
     "audit": "Cancellations (and replaying them), handler warnings, plugin logs, usage and the change log.",
     "platform": "The platform bridge and the agents the platform registers.",
     "scheduling": "Cron jobs, their runs, and agents' timers.",
@@ -133,7 +133,7 @@ _ERRORS = {
     401: "No key, or not an active account key.",
     404: "No such object in this account (or a path id that names none, or an unknown hook).",
     409: "Conflicts with the account's current state.",
-    413: "The body is over the 1 MiB limit.",
+    413: "The body is over its limit: 1 MiB (6 MiB for installing a plugin).",
     415: "The body is not JSON.",
     502: "The server the operation needs could not be reached.",
 }

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import catalog_views, host_views, scheduling_views, ssh_views, version_views, views
+from . import catalog_views, host_views, scheduling_views, sdk_views, ssh_views, version_views, views
 
 urlpatterns = [
     path("ping", views.PingView.as_view(), name="ping"),
@@ -43,4 +43,5 @@ urlpatterns = [
     path("ssh-hosts", ssh_views.SshHostListView.as_view(), name="ssh-host-list"),
     path("ssh-hosts/<str:host_id>", ssh_views.SshHostDetailView.as_view(), name="ssh-host-detail"),
     path("ssh/execute", ssh_views.SshExecuteView.as_view(), name="ssh-execute"),
+    path("sdk/middleware.d.ts", sdk_views.SdkTypesView.as_view(), name="sdk-types"),
 ]

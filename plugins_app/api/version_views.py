@@ -6,7 +6,7 @@ from rest_framework import serializers as drf_serializers
 from rest_framework import status
 from rest_framework.response import Response
 
-from plugins_app.services import changes, replay, shadow, versions
+from plugins_app.services import changes, plugins, replay, shadow, versions
 
 from . import serializers as s
 from . import version_serializers as vs
@@ -24,6 +24,7 @@ def _deployed(installation, version) -> dict:
 
 
 class VersionListView(AccountView):
+    max_body_bytes = plugins.MAX_INSTALL_BODY_BYTES   # a draft carries a whole plugin's source, as an install does
     @extend_schema(responses=_VERSIONS, summary="An installation's versions, newest first")
     def get(self, request, installation_id):
         installation, rows = versions.list_versions(self.account, installation_id)

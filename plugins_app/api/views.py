@@ -73,6 +73,7 @@ _PLUGIN_LIST = inline_serializer("PluginList", {"plugins": s.InstallationSeriali
 
 
 class PluginListView(AccountView):
+    max_body_bytes = plugins.MAX_INSTALL_BODY_BYTES   # a bundled plugin's source; other bodies stay at 1 MiB
     @extend_schema(responses=_PLUGIN_LIST, operation_id="plugins_list")
     def get(self, request):
         qs = Installation.objects.filter(account=self.account).select_related("plugin").order_by("created_at", "id")

@@ -66,6 +66,7 @@ class Isolate:
         await self.eval(
             "lockdown({errorTaming: 'unsafe', stackFiltering: 'verbose', overrideTaming: 'severe',"
             " consoleTaming: 'unsafe'}); 1", 10)
+        await self.eval(jsassets.web_polyfills_source(), 10)
         py = await self.stack.enter_async_context(self.mr.wrap_py_function(self.host_call))
         glob = await self.mr.eval_cancelable("globalThis")
         glob["__py"] = py

@@ -1,4 +1,4 @@
-"""Locates and caches the JavaScript the engine loads: SES, TypeScript, the harness, the compiler."""
+"""Locates and caches the JavaScript the engine loads: SES, web API polyfills, TypeScript, the harness, the compiler."""
 
 from __future__ import annotations
 
@@ -38,3 +38,13 @@ def harness_source() -> str:
 @cache
 def compiler_source() -> str:
     return _read(JS_DIR / "compiler.js")
+
+
+@cache
+def web_polyfills_source() -> str:
+    """npm polyfills for web APIs V8 lacks, pinned in js/package.json. Each is a script that sets its
+    API on the start compartment's global; the harness hardens them and hands them to compartments."""
+    return "\n;\n".join(_read(NODE_MODULES / path) for path in (
+        "fast-text-encoding/text.min.js",   # TextEncoder, TextDecoder
+        "base-64/base64.js",                # base64.encode / decode: btoa and atob
+    )) + "\n;1"

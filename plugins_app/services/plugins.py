@@ -17,7 +17,10 @@ from .engine import get_tier
 from .ids import get_in_account
 from .version_records import record_installed
 
-MAX_SOURCE_CHARS = 256 * 1024
+MAX_SOURCE_CHARS = 2 * 1024 * 1024   # a bundled library fits (zod minified is 0.3-0.5 MiB)
+# An install body carries the source as a JSON string: escaping (\" and \\, \uXXXX) and multi-byte
+# UTF-8 can make it up to a few times larger than its characters.
+MAX_INSTALL_BODY_BYTES = 3 * MAX_SOURCE_CHARS   # Django's DATA_UPLOAD_MAX_MEMORY_SIZE is set to match
 LANGUAGES = ("typescript", "javascript")
 
 
@@ -26,7 +29,7 @@ def compile_source(source: str, language: str) -> dict:
     if not isinstance(source, str) or not source.strip():
         raise InvalidInput("source", "the plugin's source is empty")
     if len(source) > MAX_SOURCE_CHARS:
-        raise InvalidInput("source", f"over {MAX_SOURCE_CHARS} characters")
+        raise InvalidInput("source", f"{len(source)} characters is over the {MAX_SOURCE_CHARS} character (2 MiB) limit")
     if language not in LANGUAGES:
         raise InvalidInput("language", "expected typescript or javascript")
     result = get_tier().compile(source, language)

@@ -8,7 +8,7 @@ from plugins_app.runtime import jsassets
 from plugins_app.runtime.chain import host_plan
 from plugins_app.runtime.context import sample_context
 from plugins_app.runtime.hooks import HOOKS
-from plugins_app.runtime.members import BRIDGED_MEMBERS, HOST_MEMBERS, UNCHARGED_MEMBERS
+from plugins_app.runtime.members import BRIDGED_MEMBERS, HOST_MEMBERS, MEMBERS_BY_NAME, UNCHARGED_MEMBERS
 from plugins_app.runtime.permissions import ALL_PERMISSIONS, permission_for
 
 
@@ -54,3 +54,16 @@ def test_permissions_and_budget_come_from_the_table():
         assert permission_for(m.name) == m.permission
     assert set(ALL_PERMISSIONS) == {m.permission for m in HOST_MEMBERS if m.permission}
     assert UNCHARGED_MEMBERS == {"ssh.command"}
+
+
+def test_the_sdk_declarations_cover_the_tables_members_for_the_same_hooks():
+    from plugins_app.runtime.sdk_types import HOST_MEMBERS as DECLARED
+
+    declared = {m.path: m.given for m in DECLARED}
+    # The SDK names the workspace's offer after what carries it (an agent); the rest match by name.
+    same_offer = {"always": "all", "session": "session", "workspace": "agent", "ssh": "ssh"}
+    assert {m.name: same_offer[m.offered] for m in HOST_MEMBERS} == {
+        path: given for path, given in declared.items() if path in MEMBERS_BY_NAME}
+    # What the SDK declares beyond the table is plain data on host.session, not a member to call.
+    assert {path for path in declared if path not in MEMBERS_BY_NAME} == {"session.id", "session.agentId",
+                                                                          "session.kind"}

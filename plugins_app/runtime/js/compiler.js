@@ -32,25 +32,130 @@
     return [...found].sort();
   }
 
-  globalThis.__compile = (source, fileName) => {
-    const out = ts.transpileModule(source, {
-      fileName,
-      reportDiagnostics: true,
-      compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, allowJs: true },
-    });
-    const errors = (out.diagnostics || []).map((d) => ({
-      message: ts.flattenDiagnosticMessageText(d.messageText, "\n"),
-      ...(d.file && d.start !== undefined ? position(d.file, d.start) : { line: 1, column: 1 }),
-    }));
-    const file = ts.createSourceFile(fileName, source, ts.ScriptTarget.ES2022, true);
+  // Dynamic import() is refused where it stands; SES would refuse it at load, without a column.
+  function dynamicImports(file) {
+    const errors = [];
+    const visit = (node) => {
+      if (node.kind === ts.SyntaxKind.CallExpression && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
+        errors.push({ message: "plugins are scripts: dynamic import() is not available; bundle the module instead",
+          ...position(file, node.getStart(file)) });
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(file);
+    return errors;
+  }
+
+  // ---- Literal escaping (issue 13): SES refuses any source text holding "<!--", "-->" or "import("
+  // (and "import" before a comment), even inside a string, a regular expression, a template or a
+  // comment, where bundled libraries often have them (marked's HTML-comment rule). Its evade options
+  // would change what those literals mean, so instead each such character inside a literal is
+  // written as an equivalent escape (\x3C, \x3E, \x69), and inside a comment blanked. SES's checks
+  // still run on the result: text like this left in code is refused with its line and column.
+  const SES_SUSPECT = /<!--|-->|(^|[^.]|\.\.\.)\bimport(\s*(?:\(|\/[/*]))/g;
+  const LITERAL_KINDS = new Set([ts.SyntaxKind.StringLiteral, ts.SyntaxKind.RegularExpressionLiteral,
+    ts.SyntaxKind.NoSubstitutionTemplateLiteral, ts.SyntaxKind.TemplateHead, ts.SyntaxKind.TemplateMiddle,
+    ts.SyntaxKind.TemplateTail]);
+  const ESCAPES = { "<": "\\x3C", ">": "\\x3E", i: "\\x69" };
+  const COMMENT_KINDS = new Set([ts.SyntaxKind.SingleLineCommentTrivia, ts.SyntaxKind.MultiLineCommentTrivia]);
+
+  // Where the character at `at` stands: "literal", "comment" or "code".
+  function placeOf(file, text, at) {
+    let node = file;
+    for (;;) {
+      let inner = null;
+      ts.forEachChild(node, (child) => {
+        if (child.pos <= at && at < child.end) { inner = child; return true; }
+        return undefined;
+      });
+      if (inner === null) break;
+      node = inner;
+    }
+    if (LITERAL_KINDS.has(node.kind) && at >= node.getStart(file)) return "literal";
+    // Between `node`'s children there are only punctuation, keywords and trivia: scan from the end
+    // of the last child before `at` to find the token holding it.
+    let from = node.pos;
+    ts.forEachChild(node, (child) => { if (child.end <= at) from = child.end; });
+    const scanner = ts.createScanner(ts.ScriptTarget.ES2022, false, ts.LanguageVariant.Standard, text, undefined, from);
+    for (;;) {
+      const kind = scanner.scan();
+      if (kind === ts.SyntaxKind.EndOfFileToken || scanner.getTokenStart() > at) return "code";
+      if (at < scanner.getTokenEnd()) return COMMENT_KINDS.has(kind) ? "comment" : "code";
+    }
+  }
+
+  function escapeSuspects(file, text) {
+    const edits = [];    // [offset, length, replacement], applied from the end
+    const refused = [];
+    for (const m of text.matchAll(SES_SUSPECT)) {
+      const at = m[0] === "<!--" ? m.index : m[0] === "-->" ? m.index + 2 : m.index + m[0].indexOf("import");
+      const place = placeOf(file, text, at);
+      if (place === "code") {
+        const what = m[0].includes("import") ? "import" : m[0];
+        refused.push({ message: `${what} outside a string or comment is not allowed in a plugin (SES refuses it)`,
+          ...position(file, at) });
+      } else if (place === "comment") {
+        edits.push([at, 1, text[at] === "i" ? "I" : " "]);
+      } else {
+        let slashes = 0;   // an already escaped character ("\<") loses its backslash
+        while (text[at - 1 - slashes] === "\\") slashes++;
+        const back = slashes % 2;
+        edits.push([at - back, 1 + back, ESCAPES[text[at]]]);
+      }
+    }
+    let out = text;
+    for (let k = edits.length - 1; k >= 0; k--) {
+      const [at, length, replacement] = edits[k];
+      out = out.slice(0, at) + replacement + out.slice(at + length);
+    }
+    return { code: out, refused };
+  }
+
+  function moduleStatements(file) {
+    const errors = [];
     for (const st of file.statements) {
       const isModule = ts.isImportDeclaration(st) || ts.isExportDeclaration(st) || ts.isExportAssignment(st)
         || (ts.canHaveModifiers(st) && (ts.getModifiers(st) || []).some((m) => m.kind === ts.SyntaxKind.ExportKeyword));
       if (isModule) {
-        errors.push({ message: "plugins are scripts: import and export are not available; assign handlers to globalThis.middleware", ...position(file, st.getStart()) });
+        errors.push({ message: "plugins are scripts: import and export are not available; assign handlers to globalThis.middleware", ...position(file, st.getStart(file)) });
       }
     }
-    const code = out.outputText.replace(/\nexport \{\};\s*$/, "\n");
+    return errors;
+  }
+
+  // JavaScript is parsed once and kept as written (a bundle needs no transpiling, and TypeScript's
+  // emitter would cost seconds on a large one); TypeScript is transpiled, then its output parsed
+  // again so the literal escaping above sees the code that will run.
+  globalThis.__compile = (source, fileName) => {
+    const typescript = fileName.endsWith(".ts");
+    const file = ts.createSourceFile(fileName, source, ts.ScriptTarget.ES2022, false);
+    let errors = [];
+    let code = source;
+    if (typescript) {
+      const out = ts.transpileModule(source, {
+        fileName,
+        reportDiagnostics: true,
+        compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext },
+      });
+      errors = (out.diagnostics || []).map((d) => ({
+        message: ts.flattenDiagnosticMessageText(d.messageText, "\n"),
+        ...(d.file && d.start !== undefined ? position(d.file, d.start) : { line: 1, column: 1 }),
+      }));
+      code = out.outputText.replace(/\nexport \{\};\s*$/, "\n");
+    } else {
+      errors = file.parseDiagnostics.map((d) => ({ message: ts.flattenDiagnosticMessageText(d.messageText, "\n"),
+        ...position(file, d.start) }));
+    }
+    errors.push(...moduleStatements(file), ...dynamicImports(file));
+    if (!errors.length) {
+      if (code.search(SES_SUSPECT) >= 0) {
+        const codeFile = typescript ? ts.createSourceFile("out.js", code, ts.ScriptTarget.ES2022, false) : file;
+        const escaped = escapeSuspects(codeFile, code);
+        code = escaped.code;
+        // (For TypeScript the position is in the transpiled code, which keeps the source's lines.)
+        errors.push(...escaped.refused);
+      }
+    }
     return JSON.stringify({ errors, code, hostMembers: hostMembers(file) });
   };
 })();

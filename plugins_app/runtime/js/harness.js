@@ -116,12 +116,74 @@
     return harden(host);
   }
 
+  // ---- Web globals of a compartment (issue 13). Shared values are hardened once per isolate, so
+  // a plugin can't change another's copy; the aliases of the global object are the compartment's own.
+  let sharedWebGlobals = null;
+  function webGlobals() {
+    if (sharedWebGlobals === null) {
+      const queueMicrotask = (callback) => {
+        if (typeof callback !== "function") throw new TypeError("queueMicrotask: the argument must be a function");
+        Promise.resolve().then(() => callback());
+      };
+      // Polyfills (jsassets.web_polyfills_source) set these on the start compartment's global.
+      const { TextEncoder, TextDecoder, base64 } = globalThis;
+      const btoa = (data) => base64.encode(String(data));
+      const atob = (data) => base64.decode(String(data));
+      sharedWebGlobals = harden({ Intl, queueMicrotask, TextEncoder, TextDecoder, atob, btoa });
+    }
+    return sharedWebGlobals;
+  }
+
+  // `self` and `global` name the compartment's own global object, as `globalThis` does: libraries
+  // like lodash find their global through them (Function('return this') is strict code here).
+  function aliasGlobalObject(g) {
+    for (const name of ["self", "global"]) {
+      Object.defineProperty(g, name, { value: g, writable: true, enumerable: false, configurable: true });
+    }
+  }
+
+  // Timers: the isolate's setTimeout (mini-racer's, on Atomics.waitAsync) behind a per-invocation
+  // guard. A callback runs only while the invocation that set it is live; when it ends, every timer
+  // it set is cleared, so no plugin code runs later inside another chain.
+  const nativeSetTimeout = globalThis.setTimeout;
+  const nativeClearTimeout = globalThis.clearTimeout;
+  const MAX_TIMERS = 1000;   // pending per invocation
+  function makeTimers(slot) {
+    const setTimeout = (callback, delay = 0, ...args) => {
+      const timers = slot.timers;
+      if (timers === null) throw new Error("setTimeout: timers run only inside a handler's invocation");
+      if (typeof callback !== "function") throw new TypeError("setTimeout: the callback must be a function");
+      if (timers.size >= MAX_TIMERS) throw new RangeError(`setTimeout: over ${MAX_TIMERS} pending timers`);
+      const ms = Math.max(0, Number(delay) || 0);
+      const id = nativeSetTimeout(() => {
+        if (timers.delete(id)) callback(...args);
+      }, ms);
+      timers.add(id);
+      return id;
+    };
+    const clearTimeout = (id) => {
+      const timers = slot.timers;
+      if (timers !== null && timers.delete(id)) nativeClearTimeout(id);
+    };
+    return harden({ setTimeout, clearTimeout });
+  }
+  function startTimers(slot) { slot.timers = new Set(); }
+  function endTimers(slot) {
+    if (slot.timers === null) return;
+    for (const id of slot.timers) nativeClearTimeout(id);
+    slot.timers.clear();
+    slot.timers = null;
+  }
+  // ---- end of web globals
+
   function load(account, id, hash, code, config) {
     const middleware = {};
-    const slot = { host: undefined, make: null };
+    const slot = { host: undefined, make: null, timers: null };
     // FinalizationRegistry is left out: its callbacks would run inside whichever chain is running.
-    const compartment = new Compartment({ __options__: true, globals: { Date, Math, FinalizationRegistry: undefined } });
+    const compartment = new Compartment({ __options__: true,
+      globals: { Date, Math, FinalizationRegistry: undefined, ...webGlobals(), ...makeTimers(slot) } });
     const g = compartment.globalThis;
+    aliasGlobalObject(g);
     Object.defineProperty(g, "middleware", { value: middleware, writable: false, enumerable: true, configurable: false });
     // The host object is built on first use in an invocation: most handlers never touch it.
     const currentHost = () => {
@@ -227,6 +289,7 @@
       : harden({});
     entry.slot.host = undefined;
     entry.slot.make = () => makeHost(entry, inv, req.host, record);
+    startTimers(entry.slot);
     run.invocation = inv.id;
     try {
       const fn = entry.middleware[req.hook];
@@ -237,6 +300,7 @@
       return interpret(spec, result, inv, record);
     } finally {
       inv.over = true;
+      endTimers(entry.slot);
       entry.slot.host = undefined;
       entry.slot.make = null;
       run.expire = null;

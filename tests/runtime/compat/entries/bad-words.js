@@ -1,0 +1,4 @@
+import { Filter } from "bad-words";
+const filter = new Filter({ placeHolder: "*" });
+filter.addWords("frobnicate");
+globalThis.middleware.userMessageInbound = async (c) => filter.clean(c.text);
