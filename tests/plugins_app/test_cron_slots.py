@@ -278,3 +278,18 @@ def test_every_task_the_services_queue_by_name_is_registered():
     names = [value for key, value in vars(task_queue).items() if key.isupper()]
     assert len(names) == 5
     assert all(name in app.tasks for name in names), sorted(set(names) - set(app.tasks))
+
+
+def test_a_fresh_process_finds_the_tasks_it_queues_by_name():
+    # A web process has not imported plugins_app.tasks when it first queues one (workers have).
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("import django, sys; django.setup(); from plugins_app.services import task_queue as q;"
+              "assert 'plugins_app.tasks' not in sys.modules;"
+              "print(q.task(q.RUN_SHADOW).name, q.task(q.DISPATCH_MISSION).name)")
+    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["plugins_app.tasks.run_shadow", "plugins_app.tasks.dispatch_mission"]
