@@ -8,7 +8,8 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 JS_DIR := plugins_app/runtime/js
 JS_STAMP := $(JS_DIR)/node_modules/.lock-installed
 
-.PHONY: venv dev js install migrate demo run test lint typecheck migrations-check check bench bench-load
+.PHONY: venv dev js install migrate demo run test lint typecheck migrations-check check bench bench-load screenshots editor
+
 
 venv: $(VENV_STAMP)
 
@@ -66,3 +67,11 @@ bench: install
 
 bench-load: install
 	$(BIN)/python bench/load.py $(LOAD_ARGS)
+
+# Regenerates docs/screenshots/*.png from the browser tests (headless Debian chromium).
+screenshots: install
+	HUB_TEST_BROWSER=1 HUB_SCREENSHOTS_DIR=docs/screenshots $(BIN)/pytest -q -p no:cacheprovider tests/browser
+
+# Rebuilds static/hub_admin/editor.js (CodeMirror 6) from frontend/; the built file is committed.
+editor:
+	cd frontend && npm ci && npm run build

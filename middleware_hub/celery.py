@@ -2,7 +2,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_process_shutdown
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
 
@@ -24,6 +24,14 @@ app.conf.beat_schedule = {
         "options": {"expires": max(settings.HUB_NOTIFY_SWEEP_SECONDS * 5, 10)},
     },
 }
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def quiet_logs(logger, **kwargs):
+    from middleware_hub.log_filters import install_on
+
+    install_on(logger)
 
 
 @worker_process_shutdown.connect

@@ -6,8 +6,9 @@ from pathlib import Path
 import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
-VAR_DIR.mkdir(exist_ok=True)
+# HUB_VAR_DIR moves the SQLite file and the file-system broker (tests run a whole dev hub in a temp dir).
+VAR_DIR = Path(os.environ.get("HUB_VAR_DIR") or BASE_DIR / "var")
+VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def env(name, default=None):
@@ -285,11 +286,19 @@ LOGGING = {
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
     },
+    "filters": {
+        "quiet_routine": {"()": "middleware_hub.log_filters.QuietRoutine"},
+        "client_errors_without_traceback": {"()": "middleware_hub.log_filters.ClientErrorsWithoutTraceback"},
+    },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {"class": "logging.StreamHandler", "formatter": "plain",
+                    "filters": ["quiet_routine", "client_errors_without_traceback"]},
     },
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
+        # Django's own console handler would print each of its records a second time.
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "django.utils.autoreload": {"level": "WARNING"},
         "accounts": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "plugins_app": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },

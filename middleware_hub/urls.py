@@ -16,3 +16,6 @@ urlpatterns = [
     path("readyz", ops_views.ReadyView.as_view(), name="readyz"),
     path("metrics", ops_views.MetricsView.as_view(), name="metrics"),
 ]
+
+# Refusals inside the admin's frame, with a way back (the API answers its own JSON errors).
+handler403 = "plugins_app.admin.denied.permission_denied"

@@ -3,7 +3,7 @@
 from django.contrib import admin
 
 # Importing a module registers its admins.
-from . import accounts, audit, chains, changes, host, latency, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
+from . import accounts, audit, chains, changes, home, host, latency, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
 from .scoping import (
     AccountScopedAdmin,
     AccountScopedStackedInline,
@@ -14,6 +14,7 @@ from .scoping import (
 admin.site.site_header = "Middleware Hub"
 admin.site.site_title = "Middleware Hub"
 admin.site.index_title = "Plugins, chains and audit trails"
+home.install(admin.site)
 
 __all__ = ["AccountScopedAdmin", "AccountScopedStackedInline", "AccountScopedTabularInline",
            "ReadOnlyAccountScopedAdmin"]

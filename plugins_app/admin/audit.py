@@ -16,7 +16,7 @@ from django.utils.html import format_html
 
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 
-from .filters import DateRangeFilter, ExactTextFilter, PluginSlugFilter
+from .filters import DateRangeFilter, ExactTextFilter, PluginSlugFilter, plugin_column
 from .replay import replay_view
 from .scoping import ReadOnlyAccountScopedAdmin
 from .usage import usage_chart
@@ -39,7 +39,7 @@ class _Echo:
 
 @admin.register(CancelLog)
 class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
-    list_display = ["created_at", "hook", "plugin_slug", "short_reason", "agent_id", "session_id", "account"]
+    list_display = ["created_at", "hook", plugin_column, "short_reason", "agent_id", "session_id", "account"]
     list_filter = ["hook", ("plugin_slug", PluginSlugFilter), ("created_at", DateRangeFilter),
                    ("agent_id", ExactTextFilter), ("session_id", ExactTextFilter), "account"]
     list_select_related = ["account"]
@@ -102,7 +102,7 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
 
 @admin.register(HandlerWarning)
 class HandlerWarningAdmin(ReadOnlyAccountScopedAdmin):
-    list_display = ["created_at", "hook", "plugin_slug", "kind", "short_message", "account"]
+    list_display = ["created_at", "hook", plugin_column, "kind", "short_message", "account"]
     list_filter = ["kind", "hook", ("plugin_slug", PluginSlugFilter),
                    ("created_at", DateRangeFilter), "account"]
     list_select_related = ["account"]
@@ -120,7 +120,7 @@ class HandlerWarningAdmin(ReadOnlyAccountScopedAdmin):
 
 @admin.register(UsageDaily)
 class UsageDailyAdmin(ReadOnlyAccountScopedAdmin):
-    list_display = ["day", "plugin_slug", "hook", "runs", "total_time", "average_time", "account"]
+    list_display = ["day", plugin_column, "hook", "runs", "total_time", "average_time", "account"]
     list_filter = [("plugin_slug", PluginSlugFilter), "hook", ("day", DateRangeFilter), "account"]
     list_select_related = ["account"]
     fields = ["day", "account", "plugin_slug", "hook", "runs", "total_time", "average_time"]

@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 
 from adminsortable2.admin import SortableAdminMixin
+from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 
 from plugins_app.errors import HubError, InvalidInput
-from plugins_app.models import ChainEntry
+from plugins_app.models import ChainEntry, Installation
 from plugins_app.runtime.hooks import HOOK_NAMES, HOOKS
 from plugins_app.services import admin_ops, tryit
 
 from .diff import as_text, diff_html
-from .forms import TryItForm, sample_context_text
+from .forms import TryItForm
 from .scoping import AccountScopedAdmin, editable_accounts
 
 
@@ -61,11 +62,23 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
     """Entries are created by installing and removed by uninstalling; here they are only moved."""
 
     auditor_visible = False
-    list_display = ["plugin_name", "kind", "state", "granted"]
+    list_display = ["place", "plugin_name", "kind", "state", "granted"]
     list_filter = [AccountFilter, HookFilter]
     list_select_related = ["installation__plugin", "account"]
     list_per_page = 1000   # the drag-and-drop page must hold the whole chain
     readonly_fields = ["account", "hook", "installation", "position"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._reorder_.__func__.short_description = "Move"
+
+    @property
+    def media(self):
+        # No actions on this page: sortable2's patched actions script would look for the missing
+        # select-all box and throw on every load. chain.js numbers the rows and confirms each drop.
+        media = super().media
+        js = [j for j in media._js if "actions" not in str(j)] + ["hub_admin/chain.js"]
+        return forms.Media(css=media._css, js=js)
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
@@ -134,9 +147,14 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
             return HttpResponseBadRequest(str(exc.detail))
         return HttpResponse(f"Updated {len(positions)} items")
 
+    @admin.display(description="#")
+    def place(self, obj):
+        return format_html('<span class="hub-place">{}</span>', obj.position + 1)
+
     @admin.display(description="plugin")
     def plugin_name(self, obj):
-        return obj.installation.plugin.name
+        url = reverse("admin:plugins_app_installation_change", args=[obj.installation_id])
+        return format_html('<a href="{}" class="hub-plugin-name">{}</a>', url, obj.installation.plugin.name)
 
     @admin.display(description="kind")
     def kind(self, obj):
@@ -156,18 +174,21 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
     def try_view(self, request):
         if not self.has_change_permission(request):
             raise PermissionDenied
-        hook = request.GET.get("hook") if request.GET.get("hook") in HOOKS else HOOK_NAMES[0]
-        initial = {"hook": hook, "context": sample_context_text(hook)}
+        source = request.POST if request.method == "POST" else request.GET
+        hook = source.get("hook") if source.get("hook") in HOOKS else HOOK_NAMES[0]
+        initial = {"hook": hook}
         if request.GET.get("account", "").isdigit():
             initial["account"] = int(request.GET["account"])
-        form = TryItForm(request.POST or None, initial=initial, request=request)
+        form = TryItForm(request.POST or None, initial=initial, request=request, hook=hook)
         run = None
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             try:
-                run = tryit.try_chain(data["account"], data["hook"], tryit.parse_context(data["context"]))
+                context = tryit.parse_context(data["context"]) if form.uses_json() else form.context_value()
+                run = tryit.try_chain(data["account"], data["hook"], context)
             except InvalidInput as exc:
-                form.add_error("context", str(exc.detail))
+                form.add_context_error(exc)
+        names = _installation_names(run)
         context = {
             **self.admin_site.each_context(request),
             "title": "Try a chain",
@@ -175,10 +196,11 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
             "form": form,
             "run": run,
             "spec": HOOKS[run.hook] if run else None,
-            "steps": [_step_view(step) for step in run.steps] if run else [],
+            "steps": [_step_view(step, names) for step in run.steps] if run else [],
+            "cancelled_by_name": names.get(_cancelling_installation(run)) if run else None,
+            "show_total": bool(run) and sum(1 for step in run.steps if step.trace.changed) > 1,
             "total": diff_html(run.before, run.after) if run else "",
             "after_text": as_text(run.after) if run else "",
-            "samples": {name: sample_context_text(name) for name in HOOK_NAMES},
             "chain_url": self._chain_url(form),
         }
         return TemplateResponse(request, "admin/plugins_app/chainentry/tryit.html", context)
@@ -191,10 +213,22 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
         return f"{reverse('admin:plugins_app_chainentry_changelist')}?account={account}&hook={hook}"
 
 
-def _step_view(step: tryit.Step) -> dict:
+def _installation_names(run) -> dict:
+    if run is None:
+        return {}
+    ids = [step.trace.installation_id for step in run.steps]
+    return {str(pk): name for pk, name in Installation.objects.filter(pk__in=ids).values_list("pk", "plugin__name")}
+
+
+def _cancelling_installation(run):
+    return next((str(s.trace.installation_id) for s in run.steps if s.trace.status == "cancelled"), None)
+
+
+def _step_view(step: tryit.Step, names: dict) -> dict:
     trace = step.trace
     return {
-        "plugin": trace.plugin, "installation_id": trace.installation_id, "status": trace.status,
+        "plugin": trace.plugin, "name": names.get(str(trace.installation_id), trace.plugin),
+        "installation_id": trace.installation_id, "status": trace.status,
         "duration_ms": trace.duration_ms, "changed": trace.changed, "warning": trace.warning,
         "logs": trace.logs, "cancel_reason": step.cancel_reason,
         "diff": diff_html(step.before, step.after),

@@ -47,8 +47,12 @@ class DateRangeFilter(_InputFilter):
 
     def inputs(self):
         return [
-            {"name": self.since_param, "label": "From", "type": "date", "value": self._value(self.since_param)},
-            {"name": self.until_param, "label": "To", "type": "date", "value": self._value(self.until_param)},
+            # Text, not type=date: a browser's date input shows its locale's order (mm/dd/yyyy in en-US);
+            # these filters, the API and the CSV all speak ISO days.
+            {"name": self.since_param, "label": "From (YYYY-MM-DD)", "type": "text", "iso_date": True,
+             "value": self._value(self.since_param)},
+            {"name": self.until_param, "label": "To (YYYY-MM-DD)", "type": "text", "iso_date": True,
+             "value": self._value(self.until_param)},
         ]
 
     def _day(self, name):
@@ -101,3 +105,9 @@ class PluginSlugFilter(admin.AllValuesFieldListFilter):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.title = "plugin"
+
+
+@admin.display(description="plugin", ordering="plugin_slug")
+def plugin_column(obj):
+    """The plugin a log row names, labelled as a person would say it (not "plugin slug")."""
+    return obj.plugin_slug

@@ -9,13 +9,14 @@ from django import forms
 
 from plugins_app.errors import InvalidInput
 from plugins_app.models import Installation, Plugin
-from plugins_app.runtime.context import sample_context
-from plugins_app.runtime.hooks import HOOK_NAMES, HOOKS
+from plugins_app.runtime.hooks import BOOLEAN, HOOK_NAMES, HOOKS, ID, ID_LIST, INTEGER, NUMBER, STRING, STRING_LIST
 from plugins_app.runtime.permissions import ALL_PERMISSIONS
 from plugins_app.services import admin_ops
+from plugins_app.services.hook_samples import example_context
 from plugins_app.services.plugins import MAX_SOURCE_CHARS
 
 from .scoping import editable_accounts
+from .settings_form import PrettyJSONField, SchemaSettingsMixin  # noqa: F401  (PrettyJSONField re-exported)
 
 EXTENSIONS = {".ts": "typescript", ".mts": "typescript", ".js": "javascript", ".mjs": "javascript"}
 PERMISSION_CHOICES = [(p, p) for p in ALL_PERMISSIONS]
@@ -25,15 +26,6 @@ MAX_UPLOAD_BYTES = MAX_SOURCE_CHARS * 4   # UTF-8; the character limit is checke
 def source_digest(source: str, language: str) -> str:
     """What the admin reviewed: a new source or language needs a new review before installing."""
     return hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()
-
-
-class PrettyJSONField(forms.JSONField):
-    """A JSON textarea that shows its value indented."""
-
-    def prepare_value(self, value):
-        if isinstance(value, forms.fields.InvalidJSONInput):
-            return value
-        return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 class AccountChoiceMixin:
@@ -51,7 +43,8 @@ class InstallForm(AccountChoiceMixin, forms.Form):
     language = forms.ChoiceField(choices=Plugin.Language.choices, initial=Plugin.Language.TYPESCRIPT)
     source = forms.CharField(
         required=False, strip=False,
-        widget=forms.Textarea(attrs={"rows": 18, "cols": 100, "spellcheck": "false", "class": "hub-code"}))
+        widget=forms.Textarea(attrs={"rows": 18, "cols": 100, "spellcheck": "false", "class": "hub-code",
+                                     "data-hub-editor": "source"}))
     upload = forms.FileField(required=False, label="…or upload a file",
                              help_text="A .ts or .js file; it replaces the pasted source and sets the language.")
     grant = forms.MultipleChoiceField(choices=PERMISSION_CHOICES, required=False,
@@ -116,18 +109,18 @@ class InstallForm(AccountChoiceMixin, forms.Form):
             excerpt = f"{gutter}{text}\n{' ' * len(gutter)}{pad}^"
             self.compile_errors.append({"line": line, "column": column, "message": error["message"],
                                         "excerpt": excerpt})
+        # The editor marks each error at its place.
+        self.fields["source"].widget.attrs["data-errors"] = json.dumps(
+            [{k: e[k] for k in ("line", "column", "message")} for e in self.compile_errors])
 
 
-class InstallationChangeForm(forms.ModelForm):
+class InstallationChangeForm(SchemaSettingsMixin, forms.ModelForm):
     granted_permissions = forms.MultipleChoiceField(choices=(), required=False,
                                                     widget=forms.CheckboxSelectMultiple)
-    settings = PrettyJSONField(required=False, widget=forms.Textarea(attrs={"rows": 8, "class": "hub-code"}),
-                               help_text="A JSON object handed to the plugin as host.config; a setting left "
-                                         "out goes back to its default.")
 
     class Meta:
         model = Installation
-        fields = ["enabled", "granted_permissions", "settings"]
+        fields = ["enabled", "granted_permissions"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -137,31 +130,115 @@ class InstallationChangeForm(forms.ModelForm):
         self.fields["granted_permissions"].help_text = (
             "What the plugin's code calls; ungranted calls reject the plugin's promise." if asked
             else "This plugin calls no host member that needs a permission.")
-        if plugin is not None and not self.is_bound:
-            self.initial["settings"] = admin_ops.editable_settings(self.instance)
+        if plugin is not None:
+            self.add_settings_fields(plugin.settings_schema, admin_ops.editable_settings(self.instance),
+                                     "A JSON object handed to the plugin as host.config; a setting left out "
+                                     "goes back to its default.")
 
-    def clean_settings(self):
-        value = self.cleaned_data.get("settings")
-        if value in (None, ""):
-            value = {}
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        data["settings"] = self.settings_value()
         try:
-            admin_ops.check_settings(self.instance, value)
+            admin_ops.check_settings(self.instance, data["settings"])
         except InvalidInput as exc:
-            raise forms.ValidationError(str(exc.detail)) from None
-        return value
+            self.add_settings_error(exc)
+        return data
+
+
+LONG_TEXT = {"systemPrompt", "text", "prompt", "content", "output", "errorOutput", "trailingText", "message",
+             "command"}
+CTX = "ctx_"
+
+
+def _context_field(f) -> forms.Field:
+    """A try-it input for one context field; a nullable one left empty is null, an optional one is left out."""
+    blank_means = " Leave empty for null." if f.nullable else (" Leave empty to leave it out." if f.optional else "")
+    common = {"label": f.name, "required": not (f.nullable or f.optional), "help_text": f"{f.describe()}.{blank_means}"}
+    if f.type == BOOLEAN:
+        return forms.BooleanField(**{**common, "required": False})
+    if f.type == INTEGER:
+        return forms.IntegerField(**common)
+    if f.type == NUMBER:
+        return forms.FloatField(**common)
+    if f.choices:
+        return forms.ChoiceField(choices=[("", "—")] * (not common["required"]) + [(c, c) for c in f.choices],
+                                 **common)
+    if f.type in (STRING_LIST, ID_LIST):
+        common["help_text"] = f"{f.describe()}, one per line."
+        return forms.CharField(required=False, strip=False, label=f.name, help_text=common["help_text"],
+                               widget=forms.Textarea(attrs={"rows": 3}))
+    if f.type == ID:
+        return forms.RegexField(regex=r"^\d{1,20}$", error_messages={"invalid": "an id is a decimal number in a string"},
+                                **common)
+    if f.type == STRING and f.name in LONG_TEXT:
+        return forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), **common)
+    return forms.CharField(strip=False, **common)
+
+
+def _to_input(f, value):
+    if f.type in (STRING_LIST, ID_LIST):
+        return "\n".join(value or [])
+    return "" if value is None else value
+
+
+def _from_input(f, value):
+    if f.type in (STRING_LIST, ID_LIST):
+        return [line.strip() for line in (value or "").splitlines() if line.strip()]
+    if value in (None, "") and f.type != BOOLEAN:
+        return None if f.nullable else ""
+    return value
 
 
 class TryItForm(AccountChoiceMixin, forms.Form):
+    """A field per context field of the chosen hook, or the whole context pasted as JSON."""
+
     account = forms.ModelChoiceField(queryset=None)
     hook = forms.ChoiceField(choices=[(name, name) for name in HOOK_NAMES])
-    context = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 14, "cols": 90,
-                                                                        "spellcheck": "false",
-                                                                        "class": "hub-code"}))
+    context = forms.CharField(required=False, strip=False, label="Or the whole context as JSON",
+                              help_text="When filled, this object is sent instead of the fields above.",
+                              widget=forms.Textarea(attrs={"rows": 10, "cols": 90, "spellcheck": "false",
+                                                           "class": "hub-code"}))
 
-    def __init__(self, *args, request, **kwargs):
+    def __init__(self, *args, request, hook, **kwargs):
         super().__init__(*args, **kwargs)
         self.limit_accounts(request)
+        self.spec = HOOKS[hook]
+        example = example_context(hook)
+        for f in self.spec.fields:
+            field = _context_field(f)
+            field.initial = _to_input(f, example.get(f.name))
+            self.fields[CTX + f.name] = field
+        if self.is_bound and (self.data.get("context") or "").strip():
+            for f in self.spec.fields:
+                self.fields[CTX + f.name].required = False
+
+    def context_fields(self):
+        return [self[CTX + f.name] for f in self.spec.fields]
+
+    def uses_json(self) -> bool:
+        return bool((self.cleaned_data.get("context") or "").strip())
+
+    def context_value(self) -> dict:
+        data = self.cleaned_data
+        out = {}
+        for f in self.spec.fields:
+            value = _from_input(f, data.get(CTX + f.name))
+            if f.optional and value in (None, ""):
+                continue
+            out[f.name] = value
+        return out
+
+    def add_context_error(self, exc) -> None:
+        """Put a complaint about context.<name> next to that field (or on the JSON box)."""
+        field = str(exc.extra.get("field", ""))
+        name = field.split(".", 1)[1].split("[", 1)[0].split(".", 1)[0] if field.startswith("context.") else ""
+        if not self.uses_json() and name and CTX + name in self.fields:
+            self.add_error(CTX + name, str(exc.detail))
+        else:
+            self.add_error("context" if self.uses_json() else None, f"{field or 'context'}: {exc.detail}")
 
 
 def sample_context_text(hook: str) -> str:
-    return json.dumps(sample_context(HOOKS[hook]), indent=2)
+    return json.dumps(example_context(hook), indent=2)

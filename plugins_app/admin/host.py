@@ -9,7 +9,7 @@ from plugins_app.models import Agent, Installation, PlatformConfig, Plugin, Plug
 from plugins_app.services import platform
 from plugins_app.services.host_members import agents
 
-from .filters import PluginSlugFilter
+from .filters import PluginSlugFilter, plugin_column
 from .scoping import AccountScopedAdmin, ReadOnlyAccountScopedAdmin, admin_account_ids, is_operator
 
 
@@ -61,7 +61,7 @@ class PlatformConfigAdmin(AccountScopedAdmin):
 
 @admin.register(PluginLog)
 class PluginLogAdmin(ReadOnlyAccountScopedAdmin):
-    list_display = ["created_at", "level", "plugin_slug", "hook", "message", "account"]
+    list_display = ["created_at", "level", plugin_column, "hook", "message", "account"]
     list_filter = ["level", "hook", ("plugin_slug", PluginSlugFilter), "account"]
     list_select_related = ["account"]
     search_fields = ["message"]

@@ -15,12 +15,13 @@ from django.utils.html import format_html, format_html_join
 from plugins_app.errors import CompileFailed, Conflict, HubError, InvalidInput
 from plugins_app.models import ChainEntry, Installation, Plugin, PluginVersion
 from plugins_app.runtime.hooks import HOOKS
-from plugins_app.services import admin_ops, plugins, quarantine
+from plugins_app.services import admin_ops, plugin_settings, plugins, quarantine
 
-from .catalog import catalog_page, schema_rows
+from .catalog import catalog_detail, catalog_page, schema_rows
 from .forms import InstallationChangeForm, InstallForm
 from .latency import installation_latency_link
 from .scoping import AccountScopedAdmin, admin_account_ids, is_operator, per_object_action
+from .starters import completions, starters
 
 
 def _code(text: str):
@@ -128,6 +129,10 @@ class PluginAdmin(AccountScopedAdmin):
 @admin.register(Installation)
 class InstallationAdmin(AccountScopedAdmin):
     auditor_visible = False
+
+    class Media:
+        js = ["hub_admin/settings.js"]
+
     form = InstallationChangeForm
     list_display = ["plugin_name", "account", "enabled", "lane_status", "kind", "hook_list", "granted_list"]
     list_display_links = ["plugin_name"]
@@ -142,15 +147,33 @@ class InstallationAdmin(AccountScopedAdmin):
         (None, {"fields": ["account", "plugin_link", "enabled"]}),
         ("Quarantine", {"fields": ["quarantine_status"]}),
         ("What it does", {"fields": ["hook_list", "chain_places", "latency_link", "asked_list", "version_history"]}),
-        ("What it may do", {"fields": ["granted_permissions", "settings_taken", "settings"]}),
+        ("What it may do", {"fields": ["granted_permissions"]}),
+        ("Settings", {"fields": ["settings_taken"]}),   # then a field per setting: see get_fieldsets
         ("Source", {"fields": ["source_code"], "classes": ["collapse"]}),
         (None, {"fields": ["created_at", "updated_at"]}),
     ]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        # The settings fields are the plugin's own, added by the form itself.
+        kwargs["fields"] = ["enabled", "granted_permissions"]
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = [(name, {**options, "fields": list(options["fields"])}) for name, options in self.fieldsets]
+        if obj is not None:
+            keys = [key for key in obj.plugin.settings_schema
+                    if key not in plugin_settings.computed_keys(obj.plugin.settings_schema)]
+            settings = next(options for name, options in fieldsets if name == "Settings")
+            settings["fields"] = ([f"setting_{key}" for key in keys] if keys else ["settings_taken"]) + [
+                "settings_json", "settings_mode"]
+        return fieldsets
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
         return [
             path("catalog/", self.admin_site.admin_view(self.catalog_view), name="{}_{}_catalog".format(*info)),
+            path("catalog/<slug:slug>/", self.admin_site.admin_view(self.catalog_detail_view),
+                 name="{}_{}_catalog_detail".format(*info)),
             path("<path:object_id>/release/", self.admin_site.admin_view(self.release_view),
                  name="{}_{}_release".format(*info)),
             *super().get_urls(),
@@ -200,6 +223,8 @@ class InstallationAdmin(AccountScopedAdmin):
             "compiled": compiled,
             "hooks": [HOOKS[h] for h in compiled["hooks"]] if compiled else [],
             "compile_errors": getattr(form, "compile_errors", []),
+            "starters": starters(),
+            "completions": completions(),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/plugins_app/installation/install.html", context)
@@ -208,6 +233,11 @@ class InstallationAdmin(AccountScopedAdmin):
         if not self.has_add_permission(request):
             raise PermissionDenied
         return catalog_page(self, request)
+
+    def catalog_detail_view(self, request, slug):
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        return catalog_detail(self, request, slug)
 
     # --- changing -----------------------------------------------------------------------------
 

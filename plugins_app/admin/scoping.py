@@ -7,6 +7,7 @@ import functools
 from django.contrib import admin, messages
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.http import Http404
+from django.utils.text import capfirst
 
 from accounts.models import Account, Membership
 
@@ -216,6 +217,11 @@ class AccountScopedAdmin(ScopedChoicesMixin, ScopedPermissionsMixin, admin.Model
 
     def get_queryset(self, request):
         return self.scope(request, super().get_queryset(request))
+
+    def changelist_view(self, request, extra_context=None):
+        # "Cron jobs", not Django's "Select cron job to change".
+        title = capfirst(self.opts.verbose_name_plural)
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
 
     def get_object(self, request, object_id, from_field=None):
         obj = super().get_object(request, object_id, from_field)

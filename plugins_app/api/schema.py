@@ -2,6 +2,8 @@
 
 from plugins_app.runtime.context import FIELD_TYPES
 from plugins_app.runtime.hooks import HOOKS
+from plugins_app.services.execution import HOP_LIMIT
+from plugins_app.services.hook_samples import example_context
 
 
 def context_schema(spec) -> dict:
@@ -14,7 +16,7 @@ def context_schema(spec) -> dict:
             prop["nullable"] = True
         properties[f.name] = prop
     return {"type": "object", "title": f"{spec.name} context", "description": spec.summary,
-            "properties": properties, "required": [f.name for f in spec.fields if not f.optional],
+            "example": example_context(spec.name), "properties": properties, "required": [f.name for f in spec.fields if not f.optional],
             "additionalProperties": False}
 
 
@@ -31,10 +33,22 @@ def add_hook_contexts(result, generator, request, public):
         for param in execute.get("parameters", []):
             if param["name"] == "hook":
                 param["schema"] = {"type": "string", "enum": list(HOOKS)}
-        body = execute.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+        content = execute.get("requestBody", {}).get("content", {}).get("application/json", {})
+        body = content.get("schema")
         if body and "$ref" in body:
             target = schemas[body["$ref"].rsplit("/", 1)[1]]
             target["properties"]["context"] = {"oneOf": refs, "description": "the hook's context (see the hook)"}
+            target["properties"]["hop"] = {
+                "type": "integer", "minimum": 0, "maximum": HOP_LIMIT, "default": 0,
+                "description": "How many hook calls deep this one is (a plugin's action that fires a hook adds one)."}
+            target["properties"]["turnId"] = {
+                "type": "string", "maxLength": 64, "default": "",
+                "description": "The platform's id of the agent turn, recorded with cancellations."}
+        # One example per hook, from the hook table's realistic samples: Swagger UI offers them in a list.
+        content["examples"] = {
+            name: {"summary": f"{name}: {spec.summary}",
+                   "value": {"context": example_context(name), "hop": 0, "turnId": "turn-8f3a"}}
+            for name, spec in HOOKS.items()}
     return result
 
 

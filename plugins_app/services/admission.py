@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import time
 from collections import OrderedDict, deque
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 from django.conf import settings
+
+from .metrics import admission_waited
 
 
 class FairGate:
@@ -22,8 +25,10 @@ class FairGate:
     holds an isolate for seconds does not hold a place; coming back, it goes before new calls.
     """
 
-    def __init__(self, capacity: float = math.inf, per_account: float | None = None):
+    def __init__(self, capacity: float = math.inf, per_account: float | None = None,
+                 on_wait: Callable[[float], None] | None = None):
         self.capacity = capacity
+        self.on_wait = on_wait   # hears how long each call waited for its turn (0 when it had not to)
         self.per_account = per_account or capacity   # places one account may hold at once
         self._lock = threading.Lock()
         self._running = 0
@@ -44,7 +49,10 @@ class FairGate:
             finally:
                 self._local.depth = depth
             return
+        started = time.perf_counter()
         self._acquire(key, returning=False)
+        if self.on_wait is not None:
+            self.on_wait(time.perf_counter() - started)
         self._local.depth, self._local.key, self._local.holding = 1, key, True
         try:
             yield
@@ -153,7 +161,8 @@ def get_gate() -> FairGate | OpenGate:
             if _gate is None:
                 capacity = settings.HUB_EXECUTE_CONCURRENCY or math.inf
                 per_account = settings.HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT or math.inf
-                _gate = FairGate(capacity, per_account) if min(capacity, per_account) < math.inf else OpenGate()
+                _gate = (FairGate(capacity, per_account, on_wait=admission_waited)
+                         if min(capacity, per_account) < math.inf else OpenGate())
     return _gate
 
 

@@ -34,6 +34,9 @@ HANDLER_RUNS = Counter("hub_handler_runs", "Handlers by plugin and status (quara
 ENGINE_RESTARTS = Counter("hub_engine_restarts", "Isolates or engines lost to a handler, by crash kind", ["kind"])
 QUARANTINES = Counter("hub_quarantines", "Installations put in quarantine")
 CELERY_TASKS = Counter("hub_celery_tasks", "Celery tasks by name and outcome", ["task", "outcome"])
+ADMISSION_WAIT_SECONDS = Histogram("hub_admission_wait_seconds",
+                                   "Time an execute call waited for its account's turn in its web process",
+                                   buckets=(0.0,) + SECONDS_BUCKETS)
 
 
 class _BoundedLabel:
@@ -96,7 +99,10 @@ class _Deferred:
             while self.queue:
                 kind, *args = self.queue.popleft()
                 try:
-                    (self._apply_chain if kind == "chain" else self._apply_call)(*args)
+                    if kind == "admission":
+                        ADMISSION_WAIT_SECONDS.observe(*args)
+                    else:
+                        (self._apply_chain if kind == "chain" else self._apply_call)(*args)
                 except Exception:
                     logger.exception("a metrics observation could not be applied")
 
@@ -150,6 +156,10 @@ def execute_observed(hook: str):
         raise
     finally:
         deferred.add(("call", hook_label(hook), observed.outcome, time.perf_counter() - started))
+
+
+def admission_waited(seconds: float) -> None:
+    deferred.add(("admission", seconds))
 
 
 def quarantined() -> None:

@@ -61,7 +61,7 @@ def _run_one(account, spec: HookSpec, handler: Handler, context: dict, hop: int,
     bridge = HostBridge(account, spec, copy, hop=hop, turn_id=turn_id, record=False, dry_run=True)
     from .execution import engine_key  # execution imports this module
     result = run_chain(get_tier(), engine_key(account), spec, [handler], copy, host=bridge, hop=hop,
-                       budget_ms=settings.HOOK_BUDGET_MS)
+                       budget_ms=settings.HUB_BUDGET_MS)
     trace = result.trace[0] if result.trace else None
     if trace is None or trace.status == "quarantined":
         return False

@@ -1,16 +1,21 @@
-// Try-it page: choosing another hook loads that hook's sample context, unless the context was edited.
+// Try-it page: each hook has its own context fields, so choosing another hook reloads the page for it
+// (after asking, when fields were edited).
 "use strict";
 document.addEventListener("DOMContentLoaded", () => {
-  const samples = JSON.parse(document.getElementById("hub-samples").textContent);
+  const form = document.getElementById("tryit_form");
   const hook = document.getElementById("id_hook");
-  const context = document.getElementById("id_context");
-  if (!hook || !context) return;
-  let shown = hook.value;
+  const account = document.getElementById("id_account");
+  if (!form || !hook) return;
+  let edited = false;
+  form.addEventListener("input", (event) => { if (event.target !== hook) edited = true; });
   hook.addEventListener("change", () => {
-    const untouched = context.value.trim() === (samples[shown] || "").trim();
-    if (untouched || window.confirm("Replace the edited context with the sample for " + hook.value + "?")) {
-      context.value = samples[hook.value] || "{}";
+    if (edited && !window.confirm("Switch to " + hook.value + "? The context you edited will be replaced by its example.")) {
+      hook.value = hook.dataset.shown;
+      return;
     }
-    shown = hook.value;
+    const params = new URLSearchParams({ hook: hook.value });
+    if (account && account.value) params.set("account", account.value);
+    window.location.search = params.toString();
   });
+  hook.dataset.shown = hook.value;
 });

@@ -30,12 +30,32 @@ def page(monkeypatch, live_server, settings, tmp_path):
             context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
             tab = context.new_page()
             tab.set_default_timeout(15_000)
+            # Any console error or uncaught exception fails the test, unless the test expects it.
+            tab.console_errors, tab.allowed_console_errors = [], []
+            tab.on("console", lambda message: tab.console_errors.append(message.text) if message.type == "error" else None)
+            tab.on("pageerror", lambda error: tab.console_errors.append(f"uncaught: {error}"))
             yield tab
+            unexpected = [e for e in tab.console_errors if not any(a in e for a in tab.allowed_console_errors)]
+            assert not unexpected, f"console errors: {unexpected}"
         finally:
             # While Playwright's loop runs, Django keeps this thread's connections apart from the
             # usual ones (it sees a running event loop); close them or they outlive the test.
             connections.close_all()
             browser.close()
+
+
+def allow_console_error(page, text):
+    """A console error the test causes on purpose (say, a refused request's 403)."""
+    page.allowed_console_errors.append(text)
+
+
+def shoot(page, tmp_path, name):
+    """A full-page screenshot; with HUB_SCREENSHOTS_DIR set (make screenshots), also kept there for the docs."""
+    page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+    target = os.environ.get("HUB_SCREENSHOTS_DIR")
+    if target:
+        os.makedirs(target, exist_ok=True)
+        page.screenshot(path=os.path.join(target, f"{name}.png"), full_page=True)
 
 
 def log_in(page, live_server, username):

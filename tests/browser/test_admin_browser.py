@@ -8,7 +8,7 @@ from accounts.models import Account, ApiKey
 from plugins_app.models import CancelLog
 from plugins_app.services import plugins
 
-from .conftest import PASSWORD, execute, log_in
+from .conftest import PASSWORD, allow_console_error, execute, log_in, shoot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -23,11 +23,18 @@ def install_through_the_form(page, live_server, name, source):
     page.goto(f"{live_server.url}/admin/plugins_app/installation/add/")
     page.fill("#id_name", name)
     page.select_option("#id_language", "javascript")
-    page.fill("#id_source", source)
+    type_source(page, source)
     page.click("input[name=_check]")
     assert page.locator(".hub-review").get_by_text("systemPrompt").count() == 1
     page.click("input[name=_install]")
     page.wait_for_selector(".messagelist .success")
+
+
+def type_source(page, source):
+    """The source goes into the code editor (the textarea behind it follows)."""
+    page.locator(".cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(source)
 
 
 def chain_rows(page):
@@ -60,10 +67,18 @@ def test_an_account_admin_installs_two_plugins_and_reorders_them(page, live_serv
     page.wait_for_url("**/chainentry/?account=*&hook=systemPrompt")
     assert chain_rows(page) == ["First", "Second"]
     rows = page.locator("#result_list tbody tr")
+    assert page.locator("#result_list tbody td.field-place").all_inner_texts() == ["1", "2"]
+    # The handle is visible: it has a size and says what it is for.
+    assert rows.nth(0).locator(".handle").bounding_box()["width"] >= 30
     with page.expect_response(lambda r: "adminsortable2_update" in r.url) as update:
         drag(page, rows.nth(1).locator(".handle"), rows.nth(0).locator(".handle"))
     assert update.value.status == 200
-    page.screenshot(path=str(tmp_path / "chain-after-drag.png"), full_page=True)
+    # The drop is confirmed and the positions follow the rows.
+    page.wait_for_selector("#hub-chain-status .success")
+    assert "1. Second, 2. First" in page.locator("#hub-chain-status").inner_text()
+    assert chain_rows(page) == ["Second", "First"]
+    assert page.locator("#result_list tbody td.field-place").all_inner_texts() == ["1", "2"]
+    shoot(page, tmp_path, "chain")
 
     # The very next execute call runs the new order.
     status, body = execute(live_server, raw_key, "systemPrompt", PROMPT)
@@ -85,8 +100,10 @@ def test_an_auditor_browses_the_cancel_log_and_cannot_change_it(page, live_serve
     entry = CancelLog.objects.get()
 
     log_in(page, live_server, "audrey")
-    page.click("text=Cancel log")
-    page.wait_for_url("**/plugins_app/cancellog/")
+    # The home page shows the latest cancel and leads to the whole log.
+    assert "no todos today" in page.locator("#hub-cancels-title + ul").inner_text()
+    page.click("text=The whole cancel log")
+    page.wait_for_url("**/plugins_app/cancellog/?account__id__exact=*")
     assert page.locator("#result_list tbody tr").count() == 1
     assert page.get_by_text("no todos today").count() == 1
     # No add button, no bulk actions, no links anywhere to add or delete.
@@ -99,7 +116,7 @@ def test_an_auditor_browses_the_cancel_log_and_cannot_change_it(page, live_serve
     assert "no todos today" in download.value.path().read_text()
 
     page.click("#result_list tbody tr th a")
-    page.wait_for_url(f"**/plugins_app/cancellog/{entry.pk}/change/")
+    page.wait_for_url(f"**/plugins_app/cancellog/{entry.pk}/change/**")
     assert page.locator("pre.hub-code").inner_text().count('"write tests"') == 1
     # The only button on the page is the header's log-out.
     assert page.locator("#content [type=submit]").count() == 0
@@ -107,6 +124,7 @@ def test_an_auditor_browses_the_cancel_log_and_cannot_change_it(page, live_serve
     page.screenshot(path=str(tmp_path / "cancel-log-detail.png"), full_page=True)
 
     # Even a hand-made POST, with the session and a valid CSRF token, is refused.
+    allow_console_error(page, "status of 403")
     status = page.evaluate("""async () => {
         const token = document.cookie.match(/csrftoken=([^;]+)/)[1];
         const response = await fetch(window.location.href, {

@@ -130,9 +130,10 @@ def test_an_auditor_cannot_open_the_install_page(login, account):
     assert not Plugin.objects.exists()
 
 
-def change_form(installation, **changes):
+def change_form(installation, settings="{}", **changes):
+    """The change page posted in its JSON view (the form view is tested in test_admin_settings_form)."""
     return {"enabled": "on" if installation.enabled else "", "granted_permissions": installation.granted_permissions,
-            "settings": "{}", **changes}
+            "settings_mode": "json", "settings_json": settings, **changes}
 
 
 def test_disabling_keeps_the_chain_place_and_stops_the_handler(login, account, install, api_client):
@@ -203,9 +204,9 @@ def test_settings_are_validated_against_the_schema_and_reach_the_next_execute(lo
     assert execute() == "base hello"
 
     bad = client.post(url, change_form(installation, settings='{"greeting": 5}'))
-    assert bad.status_code == 200 and "settings" in bad.context["adminform"].form.errors
+    assert bad.status_code == 200 and "settings_json" in bad.context["adminform"].form.errors
     unknown = client.post(url, change_form(installation, settings='{"colour": "red"}'))
-    assert "has no such setting" in str(unknown.context["adminform"].form.errors["settings"])
+    assert "has no such setting" in str(unknown.context["adminform"].form.errors["settings_json"])
     installation.refresh_from_db()
     assert installation.settings == {"greeting": "hello", "shout": False}
 
@@ -221,37 +222,45 @@ def test_the_catalog_page_installs_an_official_plugin_with_settings(login, accou
     client = login(account.name, "alice", "admin")
     page = client.get(CATALOG)
     assert page.status_code == 200 and "Greeter" in page.content.decode()
-    refused = client.post(CATALOG, {"plugin": "greeter", "greeter-account": other_account.pk,
-                                    "greeter-settings": "{}"})
+    detail = reverse("admin:plugins_app_installation_catalog_detail", args=["greeter"])
+    assert f'href="{detail}"' in page.content.decode()
+    as_json = {"settings_mode": "json"}
+    refused = client.post(detail, {"account": other_account.pk, "settings_json": "{}", **as_json})
     assert refused.status_code == 200 and not Installation.objects.exists()
-    wrong = client.post(CATALOG, {"plugin": "greeter", "greeter-account": account.pk,
-                                  "greeter-settings": '{"greeting": []}'})
-    assert wrong.status_code == 200 and "settings.greeting" in wrong.content.decode()
+    wrong = client.post(detail, {"account": account.pk, "settings_json": '{"greeting": []}', **as_json})
+    assert wrong.status_code == 200 and "greeting: expected a string" in wrong.content.decode()
+    assert "Greeter was not installed" in wrong.content.decode()
     assert not Installation.objects.exists()
 
-    done = client.post(CATALOG, {"plugin": "greeter", "greeter-account": account.pk,
-                                 "greeter-settings": '{"greeting": "hi"}'})
+    done = client.post(detail, {"account": account.pk, "settings_json": '{"greeting": "hi"}', **as_json})
     assert done.status_code == 302
     installation = Installation.objects.get()
     assert (installation.account, installation.plugin, installation.settings) == (
         account, greeter, {"greeting": "hi", "shout": False})
-    again = client.post(CATALOG, {"plugin": "greeter", "greeter-account": account.pk, "greeter-settings": "{}"})
-    assert "already installed" in again.content.decode()
+    # Installed: the card says so and opens the installation; the account is no longer a choice.
+    card = client.get(CATALOG).content.decode()
+    assert "Installed" in card and reverse("admin:plugins_app_installation_change", args=[installation.pk]) in card
+    assert "Every account you administer has it already" in client.get(detail).content.decode()
+    again = client.post(detail, {"account": account.pk, "settings_json": "{}", **as_json})
+    assert again.status_code == 200 and "Greeter was not installed" in again.content.decode()
+    assert "Every account you administer has it already" in again.content.decode()
     assert Installation.objects.count() == 1
 
 
 def test_auditors_cannot_open_the_catalog_page(login, account, greeter):
     client = login(account.name, "audrey", "auditor")
     assert client.get(CATALOG).status_code == 403
-    assert client.post(CATALOG, {"plugin": "greeter", "greeter-account": account.pk}).status_code == 403
+    detail = reverse("admin:plugins_app_installation_catalog_detail", args=["greeter"])
+    assert client.get(detail).status_code == 403
+    assert client.post(detail, {"account": account.pk}).status_code == 403
     assert not Installation.objects.exists()
 
 
 @pytest.mark.parametrize("changes, field", [
     ({"granted_permissions": ["host:llm"]}, "granted_permissions"),
-    ({"settings": "[1, 2]"}, "settings"),
-    ({"settings": "{not json"}, "settings"),
-    ({"settings": '{"mode": "strict"}'}, "settings"),   # a custom plugin takes no settings
+    ({"settings": "[1, 2]"}, "settings_json"),
+    ({"settings": "{not json"}, "settings_json"),
+    ({"settings": '{"mode": "strict"}'}, "settings_json"),   # a custom plugin takes no settings
 ])
 def test_bad_changes_are_field_errors_and_change_nothing(login, account, install, changes, field):
     installation = install(appender("1"))

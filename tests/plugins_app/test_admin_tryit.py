@@ -29,14 +29,33 @@ def audit_counts():
             logs.objects.count() if logs else 0)
 
 
-def test_the_page_prefills_the_hooks_sample_context(login, account):
+def test_the_page_has_a_field_per_context_field_with_realistic_samples(login, account):
     client = login(account.name, "alice", "admin")
     response = client.get(TRY, {"hook": "todoAdded", "account": account.pk})
     assert response.status_code == 200
-    context = json.loads(response.context["form"]["context"].value())
-    assert set(context) == {"sessionId", "texts"}
-    samples = response.context["samples"]
-    assert set(samples) >= {"systemPrompt", "cronJobFiring"}
+    form = response.context["form"]
+    assert [f.name for f in form.context_fields()] == ["ctx_sessionId", "ctx_texts"]
+    assert form["ctx_texts"].value() == "Check the backup logs\nDraft the incident summary"
+    assert "example" not in response.content.decode()
+    ssh = client.get(TRY, {"hook": "sshCommandSending", "account": account.pk}).context["form"]
+    assert ssh["ctx_kind"].value() == "command" and ssh["ctx_command"].value() == "df -h /var"
+    assert not ssh.fields["ctx_path"].required   # nullable: empty means null
+
+
+def test_the_fields_run_the_chain_and_a_bad_field_is_marked(login, account, install):
+    install(appender(" one"), name="One")
+    client = login(account.name, "alice", "admin")
+    fields = {"account": account.pk, "hook": "systemPrompt", "ctx_sessionId": "1", "ctx_agentId": "2",
+              "ctx_sessionKind": "direct", "ctx_systemPrompt": "base"}
+    response = client.post(TRY, fields)
+    assert response.context["run"].after == "base one"
+    page = response.content.decode()
+    assert ">One</a>" in page                       # the plugin's name, not its slug
+    assert 'id="tryit-total"' not in page           # one change: the step's diff says it all
+    assert 'id="tryit-after"' in page
+    bad = client.post(TRY, {**fields, "ctx_sessionId": "not-an-id"})
+    assert bad.context["run"] is None
+    assert bad.context["form"].errors["ctx_sessionId"]
 
 
 def test_a_try_run_shows_each_handler_and_records_nothing(login, account, install):
@@ -73,7 +92,9 @@ def test_a_cancel_shows_the_reason_stops_the_chain_and_is_not_logged(login, acco
     assert run.outcome == "cancelled"
     assert (run.cancelled_by, run.cancel_reason) == ("limit", "too many todos")
     assert [s["plugin"] for s in response.context["steps"]] == ["limit"]
-    assert "too many todos" in response.content.decode()
+    page = response.content.decode()
+    assert "too many todos" in page and "Cancelled by <strong>Limit</strong>" in page
+    assert 'id="tryit-after"' not in page and 'id="tryit-total"' not in page
     assert audit_counts() == (0, 0, 0, 0)
 
 

@@ -71,6 +71,17 @@ def test_an_account_at_its_share_waits_while_another_account_takes_the_free_plac
     assert admitted == ["quiet", "noisy"]
 
 
+def test_the_wait_for_a_turn_is_reported():
+    waits, hold = [], 0.05
+    gate = FairGate(1, on_wait=waits.append)
+    with gate.turn("first"):
+        second = Caller(gate, "second", []).queue()
+        threading.Event().wait(hold)   # the place stays taken at least this long after "second" queued
+    second.join(10)
+    assert len(waits) == 2
+    assert waits[0] < hold <= waits[1]
+
+
 def test_a_nested_turn_of_the_same_thread_shares_its_place():
     gate = FairGate(1)
     with gate.turn("a"):

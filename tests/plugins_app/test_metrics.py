@@ -52,6 +52,7 @@ def test_execute_calls_and_handlers_move_the_counters(client, api_client, instal
     assert moved("hub_handler_runs_total", plugin="shouter", status="ran") == 3
     assert moved("hub_handler_runs_total", plugin="thrower", status="error") == 3
     assert moved("hub_handler_duration_seconds_count", plugin="shouter", hook="systemPrompt") == 3
+    assert moved("hub_admission_wait_seconds_count") == 3   # each call's wait for its account's turn
     assert sample(after, "hub_engine_up", engine="0") == 1
     assert sample(after, "hub_engine_compartment_misses_total", engine="0") + \
         sample(after, "hub_engine_compartment_misses_total", engine="1") >= 2   # first calls load both
@@ -79,7 +80,7 @@ def test_celery_task_outcomes_are_counted(client, db, settings):
 
 def test_a_quarantine_is_counted(client, api_client, install, settings):
     settings.HUB_QUARANTINE_STRIKES = 1
-    settings.HOOK_BUDGET_MS = 200
+    settings.HUB_BUDGET_MS = 200
     install("globalThis.middleware.systemPrompt = () => new Promise(() => {});", name="hangs")
     before = sample(scrape(client), "hub_quarantines_total")
     trace = execute(api_client).json()["trace"]

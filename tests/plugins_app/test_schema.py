@@ -68,3 +68,26 @@ def test_paginated_lists_are_documented_as_pages(client):
         ref = schema["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
         page = components[ref.rsplit("/", 1)[1]]
         assert {"count", "next", "previous", "results"} <= set(page["properties"]), path
+
+
+def test_each_hooks_execute_example_is_real_and_runs(client, api_client):
+    """The docs' execute examples come from the hook table's samples, and each one is a body the
+    execute operation accepts for its hook."""
+    schema = yaml.safe_load(client.get("/api/schema/").content)
+    content = schema["paths"]["/api/v1/hooks/{hook}/execute"]["post"]["requestBody"]["content"]["application/json"]
+    examples = content["examples"]
+    assert len(examples) == 14
+    for hook, example in examples.items():
+        context = example["value"]["context"]
+        assert "example" not in context.values() and "string" not in context.values()
+        assert schema["components"]["schemas"][hook[0].upper() + hook[1:] + "Context"]["example"] == context
+        response = api_client.post(f"/api/v1/hooks/{hook}/execute", example["value"], format="json")
+        assert response.status_code == 200, (hook, response.content)
+        assert response.json()["hook"] == hook
+
+
+def test_hop_and_turn_id_are_typed(client):
+    schema = yaml.safe_load(client.get("/api/schema/").content)
+    body = schema["components"]["schemas"]["ExecuteRequest"]["properties"]
+    assert (body["hop"]["type"], body["hop"]["minimum"], body["hop"]["maximum"]) == ("integer", 0, 64)
+    assert (body["turnId"]["type"], body["turnId"]["maxLength"]) == ("string", 64)

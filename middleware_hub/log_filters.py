@@ -1,0 +1,38 @@
+"""Logging filters that keep the dev and worker logs for what a person needs to read."""
+
+import logging
+
+# The notification sweep runs every few seconds; its "sent", "received" and "succeeded" lines say
+# nothing while it works (a failing sweep still logs its error).
+ROUTINE_TASKS = ("deliver_due_notifications", "deliver-due-notifications")
+# kombu says this on every connection to the file-system broker, which has no host at all.
+NOISE = ("No hostname was supplied",)
+
+
+class QuietRoutine(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        message = record.getMessage()
+        if record.levelno <= logging.INFO and any(name in message for name in ROUTINE_TASKS):
+            return False
+        return not any(text in message for text in NOISE)
+
+
+class ClientErrorsWithoutTraceback(logging.Filter):
+    """A 4xx (a refused permission, a missing page) is the client's business: one line, no traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        if status is not None and status < 500:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def install_on(logger: logging.Logger) -> None:
+    """Celery replaces the root logger's handlers with its own: give those handlers the filters too."""
+    for handler in logger.handlers:
+        if not any(isinstance(f, QuietRoutine) for f in handler.filters):
+            handler.addFilter(QuietRoutine())
+            handler.addFilter(ClientErrorsWithoutTraceback())

@@ -1,0 +1,80 @@
+"""In a real browser: the install page's code editor (CodeMirror, bundled in static/) highlights
+TypeScript, numbers lines, starts from a hook's template, and marks a compile error at its place."""
+
+import pytest
+
+from accounts import services
+from accounts.models import Account
+from plugins_app.models import Installation
+
+from .conftest import PASSWORD, log_in, shoot
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_editor_marks_a_compile_error_at_its_line_and_column(page, live_server, tmp_path):
+    Account.objects.create(name="acme")
+    services.add_member("acme", "alice", "admin", password=PASSWORD)
+    log_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/admin/plugins_app/installation/add/")
+    assert not page.locator("#id_source").is_visible()          # the editor stands in for the textarea
+    page.fill("#id_name", "Todo tidy")
+    page.select_option("#hub-starter", "todoAdded")
+    editor = page.locator(".hub-editor")
+    assert "globalThis.middleware.todoAdded = async (c: { sessionId: string; texts: string[] }" in editor.inner_text()
+    assert page.locator(".cm-lineNumbers .cm-gutterElement").filter(has_text="5").count() == 1
+    assert editor.locator("span[class^='ͼ']").count() > 5       # highlighted tokens
+    page.locator(".cm-content").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.insert_text("\nconst broken = ;\n")
+    line_number = page.evaluate("window.hubEditor.state.doc.toString().split('\\n').indexOf('const broken = ;') + 1")
+    assert line_number > 5
+    page.click("input[name=_check]")
+
+    marker = page.locator(".cm-lintRange-error")
+    marker.wait_for()
+    assert marker.inner_text() == ";"                            # column 16, where the ; is
+    line = page.locator(".cm-line").filter(has=marker)
+    assert line.inner_text() == "const broken = ;"
+    assert page.locator(".cm-gutter-lint .cm-lint-marker-error").count() == 1
+    assert f"Line {line_number}, column 16" in page.locator(".hub-compile-errors").inner_text()
+    head = page.evaluate("(() => { const v = window.hubEditor, at = v.state.selection.main.head,"
+                         " l = v.state.doc.lineAt(at); return [l.number, at - l.from + 1]; })()")
+    assert head == [line_number, 16]                                       # the cursor waits at the error
+    shoot(page, tmp_path, "install-compile-error")
+    assert not Installation.objects.exists()
+
+    # Fixed in the editor, checked again, installed.
+    page.locator(".cm-content").click()
+    page.keyboard.press("Control+End")
+    for _ in range(len("const broken = ;\n")):
+        page.keyboard.press("Backspace")
+    page.click("input[name=_check]")
+    page.wait_for_selector(".hub-review")
+    page.click("input[name=_install]")
+    page.wait_for_selector(".messagelist .success")
+    assert Installation.objects.get().plugin.hooks == ["todoAdded"]
+
+
+def test_the_editor_completes_hooks_context_fields_and_host_members(page, live_server):
+    Account.objects.create(name="acme")
+    services.add_member("acme", "alice", "admin", password=PASSWORD)
+    log_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/admin/plugins_app/installation/add/")
+    page.locator(".cm-content").click()
+    completions = page.locator(".cm-tooltip-autocomplete li")
+
+    page.keyboard.type("globalThis.middleware.todo")
+    completions.first.wait_for()
+    assert completions.locator(".cm-completionLabel").all_inner_texts() == ["todoAdded"]
+    page.keyboard.press("Enter")
+    page.keyboard.type(" = async (c) => c.te")
+    completions.first.wait_for()
+    labels = completions.locator(".cm-completionLabel")
+    assert labels.all_inner_texts() == ["texts"]
+    assert completions.locator(".cm-completionDetail").all_inner_texts() == ["string[]"]
+    page.keyboard.press("Escape")
+    page.keyboard.type("xts; host.work")
+    completions.first.wait_for()
+    assert completions.locator(".cm-completionLabel").all_inner_texts() == ["workspace"]
+    assert "globalThis.middleware.todoAdded = async (c) => c.texts; host.work" in page.locator(".cm-content").inner_text()
