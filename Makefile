@@ -4,10 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 VENV_STAMP := $(VENV)/.requirements-installed
+DEV_STAMP := $(VENV)/.requirements-dev-installed
 JS_DIR := plugins_app/runtime/js
 JS_STAMP := $(JS_DIR)/node_modules/.lock-installed
 
-.PHONY: venv js install migrate demo run test bench bench-load screenshots editor
+.PHONY: venv dev js install migrate demo run test lint typecheck migrations-check check bench bench-load screenshots editor
+
 
 venv: $(VENV_STAMP)
 
@@ -15,6 +17,13 @@ venv: $(VENV_STAMP)
 $(VENV_STAMP): requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -r requirements.txt
+	touch $@
+
+# Test and code-health tools (pytest, Playwright, ruff, mypy, pre-commit) on top of the runtime's.
+dev: $(DEV_STAMP)
+
+$(DEV_STAMP): requirements-dev.txt $(VENV_STAMP)
+	$(BIN)/pip install -r requirements-dev.txt
 	touch $@
 
 js: $(JS_STAMP)
@@ -35,8 +44,21 @@ demo: migrate
 run: install migrate demo
 	bin/run-dev
 
-test: install
+test: install dev
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Settings in pyproject.toml; the same checks run before each commit with `pre-commit install`.
+lint: dev
+	$(BIN)/ruff check .
+
+typecheck: dev
+	$(BIN)/mypy
+
+# Fails when a model change has no migration.
+migrations-check: venv
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+check: lint typecheck migrations-check
 
 # LOAD_ARGS passes options to bench/load.py, e.g. LOAD_ARGS="--phase-seconds 10 --accounts 300".
 bench: install

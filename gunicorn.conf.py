@@ -25,8 +25,10 @@ def on_starting(server):
     if os.environ.get("HUB_ENGINE_DIR"):   # the operator runs the tier as a service of its own
         return
     directory = tempfile.mkdtemp(prefix="hub-engines-")
-    engines = os.environ.get("HOOK_ENGINE_PROCESSES", str(len(os.sched_getaffinity(0))))
-    lane = os.environ.get("HOOK_LANE_PROCESSES", "1")
+    # HOOK_*: the variables' old names (deprecated; middleware_hub/settings.py warns about them).
+    engines = os.environ.get("HUB_ENGINE_PROCESSES") or os.environ.get("HOOK_ENGINE_PROCESSES") \
+        or str(len(os.sched_getaffinity(0)))
+    lane = os.environ.get("HUB_LANE_PROCESSES") or os.environ.get("HOOK_LANE_PROCESSES") or "1"
     _tier = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.supervisor", directory,
                               "--engines", engines, "--lane", lane], cwd=Path(__file__).resolve().parent)
     layout = Path(directory) / "tier.json"

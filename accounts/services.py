@@ -63,3 +63,9 @@ def users_addable_by(admin_account_ids):
     an account that admin administers (users created for an account by `add_member` are members)."""
     return get_user_model().objects.filter(
         is_active=True, is_superuser=False, memberships__account__in=admin_account_ids).distinct()
+
+
+def lock_account(account_id: int) -> None:
+    """Hold the account's row until the transaction ends, so changes to its chains apply one after
+    the other (a row lock on PostgreSQL; SQLite serialises writers anyway). Call inside atomic()."""
+    list(Account.objects.select_for_update().filter(pk=account_id).values_list("pk", flat=True))

@@ -50,6 +50,7 @@ def setup_main() -> None:
     import django
     django.setup()
     from django.db import transaction
+
     from accounts import services as accounts
     from accounts.models import Account
     from plugins_app.services import plugins
@@ -469,7 +470,7 @@ def phase_table(figs: list[Figures]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
         print("  ".join(cell.ljust(w) if i in (0, 7, 8) else cell.rjust(w)
-                        for i, (cell, w) in enumerate(zip(r, widths))).rstrip())
+                        for i, (cell, w) in enumerate(zip(r, widths, strict=True))).rstrip())
 
 
 def _phase_target(f: Figures, base: Figures) -> str:

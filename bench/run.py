@@ -97,7 +97,7 @@ def manage(env: dict, *args: str) -> str:
 def rest_figures(rounds: int = 2000) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="hub-bench-"))
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{workdir / 'bench.sqlite3'}", DJANGO_DEBUG="0",
-               HUB_METERING_FLUSH_SECONDS="2", HOOK_ENGINE_PROCESSES="1")
+               HUB_METERING_FLUSH_SECONDS="2", HUB_ENGINE_PROCESSES="1")
     manage(env, "migrate", "--noinput")
     key = manage(env, "create_api_key", "bench").strip().splitlines()[-1]
     port = free_port()

@@ -6,7 +6,9 @@ from celery.signals import after_setup_logger, after_setup_task_logger, worker_p
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
 
-from django.conf import settings  # noqa: E402  (needs DJANGO_SETTINGS_MODULE)
+from django.conf import settings  # read once DJANGO_SETTINGS_MODULE is set (above)
+
+from plugins_app.services.task_queue import DELIVER_DUE_NOTIFICATIONS
 
 app = Celery("middleware_hub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -16,7 +18,7 @@ app.autodiscover_tasks()
 # written there by plugins_app.services.cron.
 app.conf.beat_schedule = {
     "deliver-due-notifications": {
-        "task": "plugins_app.tasks.deliver_due_notifications",
+        "task": DELIVER_DUE_NOTIFICATIONS,
         "schedule": settings.HUB_NOTIFY_SWEEP_SECONDS,
         # A sweep that waited longer than a few periods is superseded by the next one.
         "options": {"expires": max(settings.HUB_NOTIFY_SWEEP_SECONDS * 5, 10)},

@@ -9,7 +9,8 @@ class PluginsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from plugins_app.services import host_members  # noqa: F401  registers host.* and the log sink
-        from plugins_app.services import metrics
+        # Imported here: models must be loaded before the services are.
+        from plugins_app.services import host_members, metrics
 
+        host_members.register()
         metrics.register()

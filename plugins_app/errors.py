@@ -7,7 +7,7 @@ from plugins_app.runtime.hooks import HOOK_NAMES
 
 
 class HubError(APIException):
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
     default_code = "bad_request"
     default_detail = "The request could not be processed."
 

@@ -5,7 +5,16 @@ import pytest
 from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiKey
+from plugins_app.services import plugins
 from plugins_app.services.chain_cache import chain_cache
+
+# Fixture modules shared across test folders, registered once instead of imported by each test module.
+pytest_plugins = [
+    "tests.plugins_app.admin_support",
+    "tests.plugins_app.catalog_support",
+    "tests.plugins_app.scheduling_support",
+    "tests.integration.celery_services",
+]
 
 # Tests with these markers need binaries that CI installs (.ci/run sets the
 # variables); locally they are skipped unless the variable is set (or, for the
@@ -75,3 +84,13 @@ def other_account(db):
 def other_api_client(other_account):
     _, raw_key = ApiKey.issue(other_account, name="tests")
     return _client_for(raw_key)
+
+
+@pytest.fixture
+def install(account):
+    def do(source, name=None, language="javascript", target=None, **kw):
+        do.count += 1
+        return plugins.install_plugin(target or account, name=name or f"plugin {do.count}", source=source,
+                                      language=language, **kw)
+    do.count = 0
+    return do

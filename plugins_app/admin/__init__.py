@@ -3,9 +3,13 @@
 from django.contrib import admin
 
 # Importing a module registers its admins.
-from . import audit, chains, changes, home, host, latency, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
-from .scoping import (AccountScopedAdmin, AccountScopedStackedInline, AccountScopedTabularInline,
-                      ReadOnlyAccountScopedAdmin)
+from . import accounts, audit, chains, changes, home, host, latency, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
+from .scoping import (
+    AccountScopedAdmin,
+    AccountScopedStackedInline,
+    AccountScopedTabularInline,
+    ReadOnlyAccountScopedAdmin,
+)
 
 admin.site.site_header = "Middleware Hub"
 admin.site.site_title = "Middleware Hub"

@@ -51,9 +51,9 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
-        return [path("export.csv", self.admin_site.admin_view(self.export_csv), name="%s_%s_export" % info),
+        return [path("export.csv", self.admin_site.admin_view(self.export_csv), name="{}_{}_export".format(*info)),
                 path("<path:object_id>/replay/", self.admin_site.admin_view(functools.partial(replay_view, self)),
-                     name="%s_%s_replay" % info),
+                     name="{}_{}_replay".format(*info)),
                 *super().get_urls()]
 
     def changelist_view(self, request, extra_context=None):

@@ -82,7 +82,7 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
-        return [path("try/", self.admin_site.admin_view(self.try_view), name="%s_%s_try" % info),
+        return [path("try/", self.admin_site.admin_view(self.try_view), name="{}_{}_try".format(*info)),
                 *super().get_urls()]
 
     def has_add_permission(self, request):

@@ -20,8 +20,8 @@ from plugins_app.services import admin_ops, plugin_settings, plugins, quarantine
 from .catalog import catalog_detail, catalog_page, schema_rows
 from .forms import InstallationChangeForm, InstallForm
 from .latency import installation_latency_link
-from .starters import completions, starters
 from .scoping import AccountScopedAdmin, admin_account_ids, is_operator, per_object_action
+from .starters import completions, starters
 
 
 def _code(text: str):
@@ -171,11 +171,11 @@ class InstallationAdmin(AccountScopedAdmin):
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
         return [
-            path("catalog/", self.admin_site.admin_view(self.catalog_view), name="%s_%s_catalog" % info),
+            path("catalog/", self.admin_site.admin_view(self.catalog_view), name="{}_{}_catalog".format(*info)),
             path("catalog/<slug:slug>/", self.admin_site.admin_view(self.catalog_detail_view),
-                 name="%s_%s_catalog_detail" % info),
+                 name="{}_{}_catalog_detail".format(*info)),
             path("<path:object_id>/release/", self.admin_site.admin_view(self.release_view),
-                 name="%s_%s_release" % info),
+                 name="{}_{}_release".format(*info)),
             *super().get_urls(),
         ]
 

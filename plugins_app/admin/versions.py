@@ -16,8 +16,8 @@ from plugins_app.errors import CompileFailed, HubError
 from plugins_app.models import Installation, PluginVersion
 from plugins_app.services import shadow, versions
 
-from .version_forms import DraftForm
 from .scoping import ReadOnlyAccountScopedAdmin, admin_account_ids, is_operator
+from .version_forms import DraftForm
 
 DIFF_CONTEXT_LINES = 3
 
@@ -55,15 +55,15 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
         info = self.opts.app_label, self.opts.model_name
         view = self.admin_site.admin_view
         return [
-            path("installation/<str:installation_id>/", view(self.installation_view), name="%s_%s_installation" % info),
-            path("installation/<str:installation_id>/draft/", view(self.draft_view), name="%s_%s_draft" % info),
+            path("installation/<str:installation_id>/", view(self.installation_view), name="{}_{}_installation".format(*info)),
+            path("installation/<str:installation_id>/draft/", view(self.draft_view), name="{}_{}_draft".format(*info)),
             path("installation/<str:installation_id>/deploy/<str:number>/", view(self.deploy_view),
-                 name="%s_%s_deploy" % info),
+                 name="{}_{}_deploy".format(*info)),
             path("installation/<str:installation_id>/rollback/", view(self.rollback_view),
-                 name="%s_%s_rollback" % info),
-            path("installation/<str:installation_id>/shadow/", view(self.shadow_view), name="%s_%s_shadow" % info),
+                 name="{}_{}_rollback".format(*info)),
+            path("installation/<str:installation_id>/shadow/", view(self.shadow_view), name="{}_{}_shadow".format(*info)),
             path("installation/<str:installation_id>/promote/", view(self.promote_view),
-                 name="%s_%s_promote" % info),
+                 name="{}_{}_promote".format(*info)),
             *super().get_urls(),
         ]
 

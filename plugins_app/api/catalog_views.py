@@ -4,10 +4,9 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from plugins_app.errors import InvalidInput
 from plugins_app.services import catalog
 
-from .edge import body
+from .edge import body, body_field
 from .serializers import InstallationSerializer
 from .views import AccountView
 
@@ -46,7 +45,6 @@ class PluginSettingsView(AccountView):
     @body(inline_serializer("SettingsPatch", {"settings": serializers.DictField()}),
           responses=InstallationSerializer)
     def patch(self, request, installation_id):
-        if not isinstance(request.data, dict) or "settings" not in request.data:
-            raise InvalidInput("settings", 'send {"settings": {"name": value, ...}}')
-        installation = catalog.update_settings(self.account, installation_id, request.data["settings"])
+        value = body_field(request, "settings", 'send {"settings": {"name": value, ...}}')
+        installation = catalog.update_settings(self.account, installation_id, value)
         return Response(InstallationSerializer(installation).data)

@@ -30,6 +30,16 @@ def body(serializer, *, partial: bool = False, **schema):
     return decorate
 
 
+def body_field(request, name: str, hint: str, *, allow_null: bool = True):
+    """The value of `name` in a one-field object body, or InvalidInput(`name`, `hint`) when the body is
+    not an object or leaves it out (or sends null where `allow_null` is false). Its value is the
+    service's to check."""
+    data = request.data
+    if not isinstance(data, dict) or name not in data or (data[name] is None and not allow_null):
+        raise InvalidInput(name, hint)
+    return data[name]
+
+
 def check_request(view, request, kwargs: dict) -> None:
     check_query(request)
     check_path(kwargs)

@@ -1,7 +1,7 @@
 """Cron jobs, their runs and agents' timers: thin views over services.cron and services.notifications."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
 from rest_framework.response import Response
 
 from plugins_app.services import cron, notifications

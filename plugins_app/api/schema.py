@@ -1,24 +1,15 @@
 """OpenAPI additions generated from the hook table: one context schema per hook."""
 
-from plugins_app.runtime.hooks import BOOLEAN, HOOKS, ID, ID_LIST, INTEGER, NUMBER, STRING, STRING_LIST
-from plugins_app.services.execution import MAX_HOP
+from plugins_app.runtime.context import FIELD_TYPES
+from plugins_app.runtime.hooks import HOOKS
+from plugins_app.services.execution import HOP_LIMIT
 from plugins_app.services.hook_samples import example_context
-
-_TYPES = {
-    ID: {"type": "string", "description": "a 64-bit id as a string", "example": "18446744073709551615"},
-    STRING: {"type": "string"},
-    NUMBER: {"type": "number"},
-    INTEGER: {"type": "integer"},
-    BOOLEAN: {"type": "boolean"},
-    STRING_LIST: {"type": "array", "items": {"type": "string"}},
-    ID_LIST: {"type": "array", "items": {"type": "string", "description": "a 64-bit id as a string"}},
-}
 
 
 def context_schema(spec) -> dict:
     properties = {}
     for f in spec.fields:
-        prop = dict(_TYPES[f.type])
+        prop = dict(FIELD_TYPES[f.type].schema)
         if f.choices:
             prop["enum"] = list(f.choices)
         if f.nullable:
@@ -48,7 +39,7 @@ def add_hook_contexts(result, generator, request, public):
             target = schemas[body["$ref"].rsplit("/", 1)[1]]
             target["properties"]["context"] = {"oneOf": refs, "description": "the hook's context (see the hook)"}
             target["properties"]["hop"] = {
-                "type": "integer", "minimum": 0, "maximum": MAX_HOP, "default": 0,
+                "type": "integer", "minimum": 0, "maximum": HOP_LIMIT, "default": 0,
                 "description": "How many hook calls deep this one is (a plugin's action that fires a hook adds one)."}
             target["properties"]["turnId"] = {
                 "type": "string", "maxLength": 64, "default": "",
@@ -169,7 +160,7 @@ def document_errors(result, generator, request, public):
     used = set()
     for path, operations in result.get("paths", {}).items():
         segment = path.removeprefix("/api/v1/").split("/", 1)[0]
-        for method, op in operations.items():
+        for op in operations.values():
             tag = TAGS.get(segment, segment)
             op["tags"] = [tag]
             used.add(tag)

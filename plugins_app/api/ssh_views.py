@@ -10,7 +10,6 @@ from . import ssh_serializers as ss
 from .edge import body
 from .views import AccountView, _validated
 
-
 _HOST_LIST = inline_serializer("SshHostList", {"sshHosts": ss.SshHostSerializer(many=True)})
 
 

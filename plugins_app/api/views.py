@@ -1,11 +1,13 @@
 """The platform-facing API: thin views over the service functions."""
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import serializers as drf_serializers
 from rest_framework import generics, status
+from rest_framework import serializers as drf_serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -16,7 +18,7 @@ from plugins_app.runtime.hooks import HOOKS
 from plugins_app.services import catalog, chains, execution, metrics, plugins, quarantine, queries, shadow, tracing
 
 from . import serializers as s
-from .edge import body, check_request
+from .edge import body, body_field, check_request
 
 
 class AccountView(APIView):
@@ -124,9 +126,7 @@ class PluginGrantView(AccountView):
     @body(inline_serializer("GrantRequest", {"grant": drf_serializers.ListField(
         child=drf_serializers.CharField())}), responses=s.InstallationSerializer)
     def post(self, request, installation_id):
-        grant = request.data.get("grant") if isinstance(request.data, dict) else None
-        if grant is None:
-            raise InvalidInput("grant", "send {\"grant\": [permission, ...]}")
+        grant = body_field(request, "grant", "send {\"grant\": [permission, ...]}", allow_null=False)
         installation = plugins.grant(self.account, installation_id, grant)
         return Response(s.InstallationSerializer(installation).data)
 
@@ -164,7 +164,7 @@ class _AuditListView(AccountView, generics.ListAPIView):
     """A paginated, filtered, account-scoped list; `query(account, params)` does the filtering."""
 
     pagination_class = Pagination
-    query = None
+    query: Callable[..., Any] | None = None
 
     def get_queryset(self):
         return type(self).query(self.account, self.request.query_params)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .hooks import HookSpec
+from .members import OFFERED_BY
 from .protocol import DEFAULT_BUDGET_MS, CrashKind, HostPlan, Op, RunRequest, RunResult
 from .tier import EngineDown, Tier
 
-MAX_HOPS = 4
+SESSION_HOP_LIMIT = 4   # host.session (peer messages) is offered up to this hop, not beyond
 QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts"
 HELD_BACK_WARNING = "skipped: another call of this handler has held its engine for over a second"
 
@@ -79,15 +81,15 @@ class HostError(Exception):
 
 
 def host_plan(spec: HookSpec, context: dict, hop: int = 0) -> HostPlan:
-    """Which optional host members this invocation gets (session, workspace, ssh)."""
+    """Which optional host members this invocation gets (session, workspace, ssh: see members.py)."""
     session = None
-    if spec.session_field and hop <= MAX_HOPS:
+    if OFFERED_BY["session"](spec) and hop <= SESSION_HOP_LIMIT:
         session = {
             "id": context.get(spec.session_field),
             "agentId": context.get(spec.agent_field) if spec.agent_field else None,
             "kind": context.get("sessionKind"),
         }
-    return {"session": session, "workspace": spec.carries_agent, "ssh": spec.ssh}
+    return {"session": session, "workspace": OFFERED_BY["workspace"](spec), "ssh": OFFERED_BY["ssh"](spec)}
 
 
 SlowHandler = Callable[[Handler], None]   # a handler is holding its isolate for a long time

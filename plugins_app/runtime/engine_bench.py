@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .engine_process import Engine, Job
 
 
-async def bench(engine: "Engine", job: "Job") -> dict:
+async def bench(engine: Engine, job: Job) -> dict[str, Any]:
     """Run the request's chain `n` times exactly as a request would, answering nothing early."""
     from .engine_process import Job
     run = Job(job.client, dict(job.message, op="bench-run"), job.started)   # never answered early

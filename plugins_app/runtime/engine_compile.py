@@ -22,7 +22,7 @@ class Compiler:
     """TypeScript in its own isolate, and a probe isolate that loads the result to find its hooks.
     Both are apart from the isolate that runs chains, so a compile never holds up a chain."""
 
-    def __init__(self, engine: "Engine"):
+    def __init__(self, engine: Engine):
         self.engine = engine
         self.typescript: MiniRacer | None = None
         self.probe: Isolate | None = None
@@ -44,7 +44,7 @@ class Compiler:
         try:
             raw = await asyncio.wait_for(self.typescript.eval_cancelable(
                 f"__compile({json.dumps(req['source'])}, {json.dumps(file_name)})"), 10)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return {"errors": [_error("the source took too long to parse")]}
         return json.loads(raw)
 
@@ -58,7 +58,7 @@ class Compiler:
                 f"__hub.load('probe', {json.dumps(probe_id)}, 'probe', {json.dumps(code)}, '{{}}')",
                 LOAD_TIMEOUT_SECONDS))
             await self.probe.eval(f"__hub.unload('probe', {json.dumps(probe_id)}); 1", LOAD_TIMEOUT_SECONDS)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self._drop_probe()
             return {"errors": [_error(f"top-level code did not finish within {LOAD_TIMEOUT_SECONDS:g} s")]}
         except IsolateLost:
@@ -69,7 +69,7 @@ class Compiler:
         try:
             # Code scheduled as a microtask at load time (async IIFE) runs after the eval above.
             await self.probe.eval("1", LOAD_TIMEOUT_SECONDS)
-        except (asyncio.TimeoutError, IsolateLost):
+        except (TimeoutError, IsolateLost):
             await self._drop_probe()
             return {"errors": [_error("top-level code never settles (runaway async work)")]}
         return {"errors": [], "code": code, "hooks": hooks, "hostMembers": transpiled["hostMembers"]}

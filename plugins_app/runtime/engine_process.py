@@ -20,12 +20,12 @@ from . import protocol, wire
 from .engine_compile import Compiler
 from .engine_run import DEMOTED_NICE, RunState, run_chain
 from .isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
+from .members import UNCHARGED_MEMBERS
 from .protocol import Op
 
 BUSY_SECONDS = 0.02          # a chain holding the isolate longer than this sends newcomers elsewhere
 MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewhere
 CODE_CACHE_BYTES = 128 * 1024 * 1024
-UNCHARGED_MEMBERS = {"ssh.command"}   # awaiting these does not count against the 5 s budget
 
 
 class Client:
@@ -131,7 +131,7 @@ class Engine:
                 "accounts": sorted({key.split("/", 1)[0] for key in iso.loaded}) if iso else [],
                 "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs),
                 "running": self.running.message.get("account") if self.running else None,
-                "holding": self.state.holder if self.state else None, **self.misses}
+                "holding": self.state.holder if self.state else None, "busy": self._busy(), **self.misses}
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
     def _admit(self, client: Client, message: dict) -> None:

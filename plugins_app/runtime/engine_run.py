@@ -31,7 +31,7 @@ class RunState:
     """What the engine tracks of the chain in progress (the harness tracks the rest)."""
 
     seq: int
-    job: "Job"
+    job: Job
     handler_ids: list
     index: int = -1
     uncharged_seconds: float = 0.0
@@ -47,7 +47,7 @@ CRASH_WARNINGS = {
 }
 
 
-async def run_chain(engine: "Engine", job: "Job") -> RunResult:
+async def run_chain(engine: Engine, job: Job) -> RunResult:
     req = job.message
     account = req["account"]
     if req.get("code"):
@@ -88,10 +88,10 @@ async def run_chain(engine: "Engine", job: "Job") -> RunResult:
         return outcome
 
 
-async def _load(engine: "Engine", iso: Isolate, account: str, missing: list, hashes: dict) -> list:
+async def _load(engine: Engine, iso: Isolate, account: str, missing: list, hashes: dict) -> list:
     try:
         return await engine.load_missing(iso, account, missing, hashes)
-    except (JSEvalException, asyncio.TimeoutError) as exc:
+    except (TimeoutError, JSEvalException) as exc:
         raise _LoadError(str(exc)[:500]) from None
 
 
@@ -132,7 +132,7 @@ def _entry(handler_id: str, status: str, warning: str, duration_ms: float, crash
     return entry
 
 
-async def _attempt(engine: "Engine", iso: Isolate, job: "Job", batch: list, context: dict, early: bool) -> dict:
+async def _attempt(engine: Engine, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> dict:
     req = job.message
     engine.run_seq += 1
     state = engine.state = RunState(seq=engine.run_seq, job=job, handler_ids=[h["id"] for h in batch])
@@ -163,7 +163,7 @@ async def _attempt(engine: "Engine", iso: Isolate, job: "Job", batch: list, cont
             await engine.replace_isolate()   # its thread can't get its priority back: start afresh
 
 
-async def _follow(engine: "Engine", iso: Isolate, state, budget: float, raw) -> dict:
+async def _follow(engine: Engine, iso: Isolate, state, budget: float, raw) -> dict:
     """Polls a chain that awaits something (the host, a timer-less promise) until it settles,
     expiring a handler whose wall-clock budget ran out."""
     while True:
@@ -189,7 +189,7 @@ async def _follow(engine: "Engine", iso: Isolate, state, budget: float, raw) -> 
         raw, _ = await _answer(engine, iso, state, budget)
 
 
-async def _answer(engine: "Engine", iso: Isolate, state, budget: float):
+async def _answer(engine: Engine, iso: Isolate, state, budget: float):
     """The next queued evaluation's value. Waits in slices, watching the running handler through
     the progress buffer: past its budget with the isolate still silent, the isolate is lost."""
     wait = SLICE_SECONDS
@@ -230,7 +230,7 @@ def _note_index(state, index: int) -> None:
         state.uncharged_seconds = 0.0
 
 
-def _early_bytes(job: "Job", value) -> bytes | None:
+def _early_bytes(job: Job, value) -> bytes | None:
     """On the isolate's thread: the reply to a chain that finished without the host, so the web
     process gets it without waiting for this process's main thread to wake."""
     if not isinstance(value, str) or not value.startswith('{"done":true,'):

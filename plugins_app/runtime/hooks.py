@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # Field types a context may carry. "id" is a 64-bit number sent as a string.
 ID = "id"
@@ -21,6 +22,8 @@ class Field:
     nullable: bool = False
     optional: bool = False
     choices: tuple[str, ...] = ()
+    # The least number a handler may return for this field (the harness refuses a smaller one).
+    minimum: float | None = None
 
     def describe(self) -> str:
         text = " | ".join(f'"{c}"' for c in self.choices) if self.choices else self.type
@@ -41,9 +44,9 @@ class HookSpec:
     session_field: str | None = None
     ssh: bool = False
     summary: str = ""
-    field_index: dict = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    field_index: dict[str, Field] = field(default_factory=dict, compare=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "field_index", {f.name: f for f in self.fields})
 
     @property
@@ -57,7 +60,7 @@ class HookSpec:
     def mutable_fields(self) -> tuple[Field, ...]:
         return tuple(self.field_index[name] for name in self.mutable)
 
-    def value_of(self, context: dict):
+    def value_of(self, context: dict[str, Any]) -> Any:
         """The hook's mutable value(s) as the API reports them."""
         if self.observe_only:
             return None
@@ -65,7 +68,7 @@ class HookSpec:
             return context[self.single_field]
         return {name: context.get(name) for name in self.mutable}
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "summary": self.summary,
@@ -91,7 +94,7 @@ class HookSpec:
         return base + (" | Cancellation" if self.cancellable else "")
 
 
-def _f(name, type_=STRING, **kw) -> Field:
+def _f(name: str, type_: str = STRING, **kw: Any) -> Field:
     return Field(name, type_, **kw)
 
 
@@ -137,7 +140,7 @@ HOOKS: dict[str, HookSpec] = {spec.name: spec for spec in (
     ),
     HookSpec(
         "notifyScheduled",
-        (_f("sessionId", ID), _f("message"), _f("delaySeconds", NUMBER)),
+        (_f("sessionId", ID), _f("message"), _f("delaySeconds", NUMBER, minimum=0)),
         mutable=("message", "delaySeconds"), session_field="sessionId",
         summary="An agent's timer to itself is being set: clamp, reword or drop it.",
     ),

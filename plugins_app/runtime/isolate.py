@@ -8,7 +8,7 @@ import json
 import os
 import struct
 import threading
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from py_mini_racer import MiniRacer
 from py_mini_racer._exc import JSOOMException
@@ -40,6 +40,7 @@ def hook_table_json() -> str:
             "mutable": list(spec.mutable),
             "types": {f.name: f.type for f in spec.mutable_fields()},
             "nullable": [f.name for f in spec.mutable_fields() if f.nullable],
+            "minimum": {f.name: f.minimum for f in spec.mutable_fields() if f.minimum is not None},
             "cancellable": spec.cancellable,
         }
     return json.dumps(table)
@@ -58,7 +59,7 @@ class Isolate:
         self._progress: memoryview | None = None
         self.loaded: dict[str, str] = {}   # "account/installation" -> code hash held here
 
-    async def start(self) -> "Isolate":
+    async def start(self) -> Isolate:
         self.mr = MiniRacer()
         self.mr.set_hard_memory_limit(self.memory_mb * 1024 * 1024)
         self.queue = EvalQueue(self.mr)

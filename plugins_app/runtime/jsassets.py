@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 JS_DIR = Path(__file__).resolve().parent / "js"
@@ -20,27 +20,27 @@ def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8") + "\n;1"
 
 
-@lru_cache(maxsize=None)
+@cache
 def ses_source() -> str:
     return _read(NODE_MODULES / "ses" / "dist" / "ses.umd.min.js")
 
 
-@lru_cache(maxsize=None)
+@cache
 def typescript_source() -> str:
     return _read(NODE_MODULES / "typescript" / "lib" / "typescript.js")
 
 
-@lru_cache(maxsize=None)
+@cache
 def harness_source() -> str:
     return _read(JS_DIR / "harness.js")
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiler_source() -> str:
     return _read(JS_DIR / "compiler.js")
 
 
-@lru_cache(maxsize=None)
+@cache
 def web_polyfills_source() -> str:
     """npm polyfills for web APIs V8 lacks, pinned in js/package.json. Each is a script that sets its
     API on the start compartment's global; the harness hardens them and hands them to compartments."""

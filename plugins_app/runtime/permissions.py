@@ -1,29 +1,18 @@
-"""Maps the host members a plugin's code calls to the permissions an admin grants."""
+"""Maps the host members a plugin's code calls to the permissions an admin grants (from runtime/members.py)."""
 
 from __future__ import annotations
 
-# host members that need no grant: they reach nothing outside the plugin's own invocation.
-FREE_MEMBERS = {"log", "config"}
+from collections.abc import Iterable
 
-PERMISSIONS = {
-    "fetch": "host:fetch",
-    "llm": "host:llm",
-    "decide": "host:decide",
-    "agents": "host:agents",
-    "session": "host:session",
-    "workspace": "host:workspace",
-    "ssh": "host:ssh:command",
-}
-ALL_PERMISSIONS = tuple(sorted(set(PERMISSIONS.values())))
+from .members import PERMISSION_BY_TOP
+
+ALL_PERMISSIONS = tuple(sorted({p for p in PERMISSION_BY_TOP.values() if p}))
 
 
 def permission_for(member: str) -> str | None:
     """`member` is a dotted path under host, e.g. "ssh.command" or "session.peer.send"."""
-    top = member.split(".", 1)[0]
-    if top in FREE_MEMBERS:
-        return None
-    return PERMISSIONS.get(top)
+    return PERMISSION_BY_TOP.get(member.split(".", 1)[0])
 
 
-def derive_permissions(members) -> list[str]:
+def derive_permissions(members: Iterable[str]) -> list[str]:
     return sorted({p for p in (permission_for(m) for m in members) if p})

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .hooks import HOOKS, Field, HookSpec
+from .members import OFFERED_BY
 
 _SCALARS = {"id": "string", "string": "string", "number": "number", "integer": "number",
             "boolean": "boolean", "string[]": "string[]", "id[]": "string[]"}
@@ -238,9 +239,8 @@ def _host() -> str:
 
 
 def _hooks_given(kind: str) -> list[str]:
-    test = {"session": lambda s: bool(s.session_field), "agent": lambda s: s.carries_agent,
-            "ssh": lambda s: s.ssh}[kind]
-    return [s.name for s in HOOKS.values() if test(s)]
+    offer = {"session": "session", "agent": "workspace", "ssh": "ssh"}[kind]   # runtime/members.py's names
+    return [s.name for s in HOOKS.values() if OFFERED_BY[offer](s)]
 
 
 def _pascal(name: str) -> str:

@@ -66,7 +66,7 @@ class Supervisor:
     def all_slots(self) -> list[Slot]:
         return self.slots + self.lane_slots
 
-    def start(self) -> "Supervisor":
+    def start(self) -> Supervisor:
         for slot in self.all_slots:
             slot.start(self._lifeline_r)
         self._watcher = threading.Thread(target=self._watch, daemon=True, name="engine-supervisor")

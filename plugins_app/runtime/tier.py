@@ -11,9 +11,10 @@ import sys
 import threading
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable, ContextManager
 
 from . import wire
 from .protocol import CrashKind, Op
@@ -25,7 +26,7 @@ MAX_SHIPPED = 100_000   # (account, installation, hash) this process remembers h
 
 HostHandler = Callable[[dict], dict]
 SlowHandler = Callable[[str], None]
-Waiting = Callable[[], ContextManager[None]]   # entered around a wait for the engine's next message
+Waiting = Callable[[], AbstractContextManager[None]]   # entered around a wait for the engine's next message
 
 
 class EngineDown(Exception):
@@ -47,7 +48,7 @@ class EngineLink:
         self.next_id = 0
 
     @classmethod
-    def connect(cls, address: str) -> "EngineLink":
+    def connect(cls, address: str) -> EngineLink:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(CONNECT_TIMEOUT_SECONDS)
         sock.connect(address)   # an engine being replaced leaves this in the listen backlog

@@ -17,7 +17,7 @@ import contextlib
 import os
 import threading
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from py_mini_racer import MiniRacer
 

@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import orjson
 
 
-def dumps(obj) -> bytes:
+def dumps(obj: Any) -> bytes:
     try:
         return orjson.dumps(obj)
     except TypeError:   # ints beyond 64 bits, lone surrogates: rare, and json handles both
         return json.dumps(obj).encode()
 
 
-def loads(data: bytes | str):
+def loads(data: bytes | str) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:   # lone surrogates that JSON.stringify escaped
         return _repaired(json.loads(data))
 
 
-def _repaired(value):
+def _repaired(value: Any) -> Any:
     """`value` with every lone surrogate replaced by U+FFFD: text leaving V8 is always valid Unicode."""
     if isinstance(value, str):
         return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in value) if _has_surrogate(value) else value
@@ -40,6 +41,6 @@ def _has_surrogate(text: str) -> bool:
         return True
 
 
-def js_string(obj) -> str:
+def js_string(obj: Any) -> str:
     """`obj` as JSON, quoted as a JavaScript string literal (for embedding in evaluated code)."""
     return json.dumps(dumps(obj).decode())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from accounts.models import Account
+from accounts.services import lock_account
 from plugins_app.errors import InvalidInput
 from plugins_app.models import ChainEntry, Installation
 
@@ -20,7 +21,7 @@ def apply_positions(account: Account, hook: str, positions: dict[int, int]) -> l
     lower id, so even positions computed from a stale page give one total order."""
     chains.require_hook(hook)
     # Lock before reading, so two concurrent drags are applied one after the other.
-    list(Account.objects.select_for_update().filter(pk=account.pk).values_list("pk", flat=True))
+    lock_account(account.pk)
     entries = chains.chain_entries(account, hook)
     known = {e.pk for e in entries}
     for pk, position in positions.items():

@@ -7,7 +7,7 @@ import math
 import threading
 import time
 from collections import OrderedDict, deque
-from typing import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 from django.conf import settings
 

@@ -13,9 +13,9 @@ from django.db import IntegrityError, transaction
 from plugins_app.errors import CompileFailed, InvalidInput, NotFound
 from plugins_app.models import ChainEntry, Installation, Plugin
 
-from . import changes, chains, plugin_settings, plugins
-from .version_records import record_upgrade
+from . import chains, changes, plugin_settings, plugins
 from .plugin_settings import ManifestError
+from .version_records import record_upgrade
 
 CATALOG_DIR = Path(__file__).resolve().parent.parent / "catalog"
 MANIFEST_KEYS = {"name", "slug", "description", "version", "settings", "include"}

@@ -6,12 +6,13 @@ from django.db import transaction
 from django.db.models import F, Max
 
 from accounts.models import Account
-from plugins_app.errors import InvalidInput, NotFound, UnknownHook
+from accounts.services import lock_account
+from plugins_app.errors import InvalidInput, UnknownHook
 from plugins_app.models import ChainEntry, Installation
 from plugins_app.runtime.hooks import get_hook
 
 from . import changes
-from .ids import parse_id
+from .ids import get_in_account
 
 
 def mark_changed(account_id: int) -> None:
@@ -30,15 +31,6 @@ def chain_entries(account, hook: str):
     require_hook(hook)
     return list(ChainEntry.objects.filter(account=account, hook=hook)
                 .select_related("installation__plugin").order_by("position", "id"))
-
-
-def _lock_account(account_id: int) -> None:
-    # Serialises concurrent reorders of one account (a row lock on PostgreSQL; SQLite
-    # serialises writers anyway).
-    list(Account.objects.select_for_update().filter(pk=account_id).values_list("pk", flat=True))
-
-
-lock_account = _lock_account
 
 
 def _record_reorder(account, hook: str, before: list[ChainEntry], after: list[ChainEntry]) -> None:
@@ -67,7 +59,7 @@ def append_to_chains(installation: Installation, hooks) -> None:
 def set_order(account, hook: str, order: list[str]) -> list[ChainEntry]:
     """Replace a hook's order; `order` must name exactly the installations in that chain."""
     require_hook(hook)
-    _lock_account(account.pk)
+    lock_account(account.pk)
     entries = chain_entries(account, hook)
     by_id = {str(e.installation_id): e for e in entries}
     if not isinstance(order, list) or not all(isinstance(i, str) for i in order):
@@ -91,12 +83,9 @@ def set_order(account, hook: str, order: list[str]) -> list[ChainEntry]:
 def move_to(account, hook: str, installation_id: str, position: int) -> list[ChainEntry]:
     """Insert (or move) one installation at `position` in a hook's chain."""
     spec = require_hook(hook)
-    _lock_account(account.pk)
-    try:
-        installation = Installation.objects.select_related("plugin").get(
-            pk=parse_id(installation_id, "installationId"), account=account)
-    except Installation.DoesNotExist:
-        raise NotFound(f"installation {installation_id} not found") from None
+    lock_account(account.pk)
+    installation = get_in_account(Installation.objects.select_related("plugin"), account, installation_id,
+                                  "installationId", f"installation {installation_id} not found")
     if spec.name not in installation.plugin.hooks:
         raise InvalidInput("installationId", f"{installation.plugin.slug} does not define a {hook} handler")
     if not isinstance(position, int) or isinstance(position, bool) or position < 0:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextvars
 from dataclasses import dataclass
 
+from django.db.models import QuerySet
+
 from plugins_app.errors import InvalidInput
 from plugins_app.models import AccountChange
 
@@ -66,7 +68,7 @@ def record(account_id: int, action: str, summary: str, *, installation=None, bef
         actor_id=actor.user_id, actor_name=actor.name)
 
 
-def query(account, params) -> "QuerySet[AccountChange]":
+def query(account, params) -> QuerySet[AccountChange]:
     """The account's changes, newest first, filtered by action, plugin, installation, actor and dates."""
     qs = queries.common(AccountChange.objects.filter(account=account).select_related("installation"), params,
                         hook=False)

@@ -14,16 +14,16 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
-from plugins_app.errors import Conflict, InvalidInput, NotFound, PlatformError
+from plugins_app.errors import Conflict, InvalidInput, PlatformError
 from plugins_app.models import CronJob, CronRun
+from plugins_app.runtime.context import MAX_ID_LENGTH, is_platform_id
 
-from . import platform
+from . import platform, task_queue
 from .execution import execute_hook
-from .ids import parse_id
+from .ids import get_in_account
 
 logger = logging.getLogger(__name__)
 
-SLOT_TASK = "plugins_app.tasks.fire_cron_slot"
 MAX_NAME_CHARS = 200
 MAX_PROMPT_CHARS = 100_000
 Status = CronRun.Status
@@ -35,8 +35,8 @@ DEFAULTS = {"kind": CronJob.Kind.CRON_JOB, "cron_expression": "", "interval_seco
 # --- validation -------------------------------------------------------------------------------
 
 def check_agent_id(value) -> str:
-    if not _is_id(value):
-        raise InvalidInput("agentId", "expected the agent's id as a non-empty string of at most 64 characters")
+    if not is_platform_id(value):
+        raise InvalidInput("agentId", f"expected the agent's id as a non-empty string of at most {MAX_ID_LENGTH} characters")
     return value
 
 
@@ -75,10 +75,7 @@ def _check_text(field: str, value, limit: int) -> str:
 # --- jobs --------------------------------------------------------------------------------------
 
 def get_job(account, job_id, field: str = "cronJobId") -> CronJob:
-    try:
-        return CronJob.objects.get(pk=parse_id(job_id, field), account=account)
-    except CronJob.DoesNotExist:
-        raise NotFound(f"cron job {job_id} not found") from None
+    return get_in_account(CronJob.objects.all(), account, job_id, field, f"cron job {job_id} not found")
 
 
 @transaction.atomic
@@ -132,8 +129,8 @@ def delete_job(account, job_id) -> None:
 
 def sync_schedule(job: CronJob) -> PeriodicTask:
     """Create or update the job's PeriodicTask from its schedule and `enabled` (beat notices the save)."""
-    task = job.periodic_task or PeriodicTask(name=f"cron job {job.pk}", task=SLOT_TASK)
-    task.task = SLOT_TASK
+    task = job.periodic_task or PeriodicTask(name=f"cron job {job.pk}", task=task_queue.FIRE_CRON_SLOT)
+    task.task = task_queue.FIRE_CRON_SLOT
     task.args = json.dumps([job.pk])
     task.description = f"{job.account}: {job.name}"
     task.enabled = job.enabled
@@ -170,10 +167,8 @@ def runs(account, job_id, status: str | None = None):
 
 
 def get_run(account, run_id, field: str = "cronRunId") -> CronRun:
-    try:
-        return CronRun.objects.select_related("job").get(pk=parse_id(run_id, field), account=account)
-    except CronRun.DoesNotExist:
-        raise NotFound(f"cron run {run_id} not found") from None
+    return get_in_account(CronRun.objects.select_related("job"), account, run_id, field,
+                          f"cron run {run_id} not found")
 
 
 # --- slots -------------------------------------------------------------------------------------
@@ -233,7 +228,7 @@ def _fire(job: CronJob, run: CronRun) -> CronRun:
             moved = CronRun.objects.filter(pk=run.pk, status=Status.FIRING).update(
                 status=Status.DISPATCHING, prompt=result.context["prompt"])
             if moved:
-                transaction.on_commit(lambda: _enqueue("dispatch_mission", run.pk))
+                transaction.on_commit(lambda: task_queue.enqueue(task_queue.DISPATCH_MISSION, run.pk))
     run.refresh_from_db()
     return run
 
@@ -251,12 +246,6 @@ def _expire_stale_runs(job: CronJob, now) -> None:
         reason=f"no completion heard within {settings.HUB_CRON_RUN_EXPIRY_SECONDS} s")
     if expired:
         logger.warning("cron job %s: %d stale run(s) expired", job.pk, expired)
-
-
-def _enqueue(task_name: str, *args) -> None:
-    from plugins_app import tasks   # tasks import the services; import here to avoid the cycle
-
-    getattr(tasks, task_name).delay(*args)
 
 
 # --- dispatch and completion ---------------------------------------------------------------------
@@ -283,7 +272,7 @@ def dispatch(run_id: int) -> CronRun | None:
     # The mission's session, if the platform says; otherwise the complete call must name it.
     session_id = answer.get("sessionId")
     CronRun.objects.filter(pk=run_id, status=Status.DISPATCHING).update(
-        status=Status.RUNNING, dispatched_at=timezone.now(), session_id=session_id if _is_id(session_id) else "")
+        status=Status.RUNNING, dispatched_at=timezone.now(), session_id=session_id if is_platform_id(session_id) else "")
     run.refresh_from_db()
     return run
 
@@ -297,8 +286,8 @@ def complete_run(account, run_id, status, session_id=None) -> CronRun:
     """The platform closes a run it started; cronJobCompleted then fires once, from a task."""
     if status not in CronRun.CLOSING:
         raise InvalidInput("status", "expected one of " + ", ".join(CronRun.CLOSING))
-    if session_id is not None and not _is_id(session_id):
-        raise InvalidInput("sessionId", "expected a non-empty id string of at most 64 characters")
+    if session_id is not None and not is_platform_id(session_id):
+        raise InvalidInput("sessionId", f"expected a non-empty id string of at most {MAX_ID_LENGTH} characters")
     run = get_run(account, run_id)
     session_id = session_id or run.session_id
     if run.status in (Status.DISPATCHING, Status.RUNNING) and not session_id:
@@ -312,7 +301,7 @@ def complete_run(account, run_id, status, session_id=None) -> CronRun:
             run.refresh_from_db()
             raise Conflict(f"cron run {run.pk} is already closed ({run.status})", status=run.status)
         CronRun.objects.filter(pk=run.pk, dispatched_at__isnull=True).update(dispatched_at=now)
-        transaction.on_commit(lambda: _enqueue("fire_cron_completed", run.pk))
+        transaction.on_commit(lambda: task_queue.enqueue(task_queue.FIRE_CRON_COMPLETED, run.pk))
     run.refresh_from_db()
     return run
 
@@ -328,7 +317,3 @@ def fire_completed(run_id: int) -> bool:
         "cronJobId": str(run.job_id), "cronJobRunId": str(run.pk), "sessionId": run.session_id,
         "agentId": run.job.agent_id, "status": run.status})
     return True
-
-
-def _is_id(value) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= 64

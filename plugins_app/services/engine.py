@@ -22,13 +22,13 @@ def get_tier() -> Tier:
     global _tier
     with _lock:
         if _tier is None:
-            os.environ.setdefault("HUB_ISOLATE_MEMORY_MB", str(settings.HOOK_ISOLATE_MEMORY_MB))
+            os.environ.setdefault("HUB_ISOLATE_MEMORY_MB", str(settings.HUB_ISOLATE_MEMORY_MB))
             os.environ.setdefault("HUB_ENGINE_LIMITS", DEFAULT_LIMITS.as_json())
             directory = os.environ.get("HUB_ENGINE_DIR")
             if directory:
                 _tier = tier_from_directory(directory)
             else:
-                supervisor = local_supervisor(settings.HOOK_ENGINE_PROCESSES, settings.HOOK_LANE_PROCESSES)
+                supervisor = local_supervisor(settings.HUB_ENGINE_PROCESSES, settings.HUB_LANE_PROCESSES)
                 atexit.register(supervisor.stop)
                 _tier = supervisor.tier()
             # While a call waits on its engine, its place in the fair admission goes to another.

@@ -8,7 +8,7 @@ from django.db import transaction
 from plugins_app.errors import InvalidInput
 from plugins_app.models import CancelLog, HandlerWarning, Installation
 from plugins_app.runtime.chain import ChainResult, run_chain
-from plugins_app.runtime.context import ContextError, validate_context
+from plugins_app.runtime.context import MAX_ID_LENGTH, ContextError, validate_context
 from plugins_app.runtime.hooks import HookSpec
 
 from . import quarantine, shadow
@@ -17,12 +17,12 @@ from .chains import require_hook
 from .engine import get_tier
 from .host import HostBridge
 from .latency import recorder as latency_recorder
-from .metrics import observe_handlers, quarantined
 from .metering import meter
+from .metrics import observe_handlers, quarantined
 
 WARNING_STATUSES = {"error", "timeout", "malformed"}
 MISBEHAVIOUR = {"wedged", "memory"}   # crash kinds that count towards quarantine (with timeouts)
-MAX_HOP = 64
+HOP_LIMIT = 64   # the highest `hop` an execute call may carry (the platform counts relays)
 
 
 def engine_key(account) -> str:
@@ -47,10 +47,10 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
     `record=False` (a try-run) writes no audit rows and no metering; `trace_values` puts each
     handler's resulting value in its trace entry."""
     spec = require_hook(hook)
-    if isinstance(hop, bool) or not isinstance(hop, int) or not 0 <= hop <= MAX_HOP:
-        raise InvalidInput("hop", f"expected an integer from 0 to {MAX_HOP}")
-    if not isinstance(turn_id, str) or len(turn_id) > 64:
-        raise InvalidInput("turnId", "expected a string of at most 64 characters")
+    if isinstance(hop, bool) or not isinstance(hop, int) or not 0 <= hop <= HOP_LIMIT:
+        raise InvalidInput("hop", f"expected an integer from 0 to {HOP_LIMIT}")
+    if not isinstance(turn_id, str) or len(turn_id) > MAX_ID_LENGTH:   # may be empty: no turn
+        raise InvalidInput("turnId", f"expected a string of at most {MAX_ID_LENGTH} characters")
     try:
         clean = validate_context(spec, context)
     except ContextError as exc:
@@ -58,7 +58,7 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
     handlers = chain_cache.handlers(account, hook)
     bridge = HostBridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras, record=record)
     result = run_chain(get_tier(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop,
-                       trace_values=trace_values, budget_ms=settings.HOOK_BUDGET_MS,
+                       trace_values=trace_values, budget_ms=settings.HUB_BUDGET_MS,
                        on_slow=lambda h: _held_the_isolate(account, h))
     if record:
         record_result(account, spec, clean, result, hop=hop, turn_id=turn_id,
@@ -130,5 +130,10 @@ def _plugin_id(installation_id: str):
     return Installation.objects.filter(pk=int(installation_id)).values_list("plugin_id", flat=True).first()
 
 
-# Callables (account, spec, result) that store what handlers logged; the host surface adds one.
+# Callables (account, spec, result) that store what handlers logged: the host surface registers one.
 LOG_SINKS: list = []
+
+
+def register_log_sink(sink) -> None:
+    if sink not in LOG_SINKS:
+        LOG_SINKS.append(sink)

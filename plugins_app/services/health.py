@@ -43,7 +43,7 @@ def database() -> dict:
 
 def engines() -> dict:
     tier = get_tier()
-    answers = []
+    answers: list[dict] = []
     for address in dict.fromkeys(tier.engines + tier.lane):   # the lane may be the engines themselves
         reply = tier.ping(address)
         if not reply.get("pong"):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from plugins_app.runtime.chain import Handler, HostError
 from plugins_app.runtime.hooks import HookSpec
+from plugins_app.runtime.members import BRIDGED_MEMBERS
 from plugins_app.runtime.permissions import permission_for
 
 
@@ -30,23 +32,57 @@ class HostCall:
 
 
 Member = Callable[[HostCall, list], Any]
+# Filled by register_members() (from the app's ready()): host member name -> the function answering it.
 MEMBERS: dict[str, Member] = {}
 # Members that change something outside the chain run, or a test of the call's arguments for those
 # that only sometimes do (a fetch that posts): a dry run reports them instead of calling them.
+# Filled by register_members() too.
 WRITES: dict[str, Callable[[list], bool]] = {}
 # What a dry run answers a writing call with: an object, so plugins that read a field of the answer
 # go on instead of failing on null.
 DRY_RUN_ANSWER = {"dryRun": True}
+_MARK = "host_member"
 
 
-def member(name: str, *, writes: bool | Callable[[list], bool] = False):
-    """Register the function that answers `host.<name>(...)`; `writes` marks members with side effects."""
-    def register(fn: Member) -> Member:
-        MEMBERS[name] = fn
-        if writes:
-            WRITES[name] = writes if callable(writes) else (lambda args: True)
+def member(name: str, *, writes: bool | Callable[[list], bool] = False) -> Callable[[Member], Member]:
+    """Mark the function that answers `host.<name>(...)`; `name` must be a bridged member of the table.
+    `writes` marks members with side effects (or tests a call's arguments for them)."""
+    if name not in BRIDGED_MEMBERS:
+        raise ValueError(f"host.{name} is not a bridged member in plugins_app/runtime/members.py")
+
+    def mark(fn: Member) -> Member:
+        setattr(fn, _MARK, (name, writes))
         return fn
-    return register
+    return mark
+
+
+def marked_members(module: object) -> list[Member]:
+    """The functions `module` marked with @member."""
+    return [fn for fn in vars(module).values() if callable(fn) and hasattr(fn, _MARK)]
+
+
+def _always_writes(args: list) -> bool:
+    return True
+
+
+def register_members(functions: list[Member]) -> None:
+    """Install the member functions; every bridged member of the table needs exactly one."""
+    found: dict[str, Member] = {}
+    writes: dict[str, Callable[[list], bool]] = {}
+    for fn in functions:
+        name, writing = getattr(fn, _MARK)
+        if name in found and found[name] is not fn:
+            raise ValueError(f"host.{name} is answered by two functions")
+        found[name] = fn
+        if writing:
+            writes[name] = writing if callable(writing) else _always_writes
+    missing = sorted(BRIDGED_MEMBERS - set(found))
+    if missing:
+        raise ValueError("host members in runtime/members.py without a function: " + ", ".join(missing))
+    MEMBERS.clear()
+    MEMBERS.update(found)
+    WRITES.clear()
+    WRITES.update(writes)
 
 
 class HostBridge:

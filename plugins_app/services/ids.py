@@ -1,6 +1,14 @@
-"""The one check for the hub's database ids: ASCII decimal strings within a signed 64-bit range."""
+"""The one check for the hub's database ids (ASCII decimal strings within a signed 64-bit range),
+and the one lookup of an account's object by such an id."""
 
-from plugins_app.errors import InvalidInput
+from typing import TypeVar
+
+from django.core.exceptions import ObjectDoesNotExist
+from django.db.models import Model, QuerySet
+
+from plugins_app.errors import InvalidInput, NotFound
+
+M = TypeVar("M", bound=Model)
 
 # PostgreSQL's bigint and SQLite's INTEGER are both signed 64-bit.
 MAX_ID = 2 ** 63 - 1
@@ -19,3 +27,12 @@ def parse_id(value, field: str) -> int:
     if not isinstance(value, (str, int)) or isinstance(value, bool):
         raise InvalidInput(field, "ids are strings (64-bit numbers do not survive JSON numbers)")
     raise InvalidInput(field, f"expected an id: decimal digits, at most {MAX_ID}")
+
+
+def get_in_account(queryset: QuerySet[M], account, object_id, field: str, missing: str) -> M:
+    """The account's object `object_id` (checked as `field`) from `queryset`, or NotFound(`missing`):
+    another account's id answers exactly like one that does not exist."""
+    try:
+        return queryset.get(pk=parse_id(object_id, field), account=account)
+    except ObjectDoesNotExist:   # the queryset's model's DoesNotExist
+        raise NotFound(missing) from None

@@ -8,9 +8,8 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from datetime import time as day_time
-from datetime import timezone as dt_timezone
 
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, transaction
@@ -68,7 +67,7 @@ class Window:
         key = str(bucket_index(ms))
         self.buckets[key] = self.buckets.get(key, 0) + 1
 
-    def merge(self, other: "Window") -> "Window":
+    def merge(self, other: Window) -> Window:
         self.runs += other.runs
         self.total_ms += other.total_ms
         self.min_ms = _pick(min, self.min_ms, other.min_ms)
@@ -97,7 +96,7 @@ class Window:
                 "statusCounts": {status: self.statuses.get(status, 0) for status in STATUSES}}
 
     @classmethod
-    def of(cls, row: LatencyHistogram) -> "Window":
+    def of(cls, row: LatencyHistogram) -> Window:
         return cls(row.runs, row.total_ms, row.min_ms, row.max_ms, dict(row.buckets), dict(row.statuses))
 
 
@@ -107,7 +106,7 @@ def _pick(choose, a, b):
 
 def window_starts(minute: int) -> dict[str, datetime]:
     """The minute, hour and day (in the site's time zone, as metering's days) holding epoch `minute`."""
-    moment = datetime.fromtimestamp(minute * 60, tz=dt_timezone.utc)
+    moment = datetime.fromtimestamp(minute * 60, tz=UTC)
     local = timezone.localtime(moment)
     return {Resolution.MINUTE: moment, Resolution.HOUR: moment.replace(minute=0),
             Resolution.DAY: local.replace(hour=0, minute=0, second=0, microsecond=0)}

@@ -10,13 +10,14 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from plugins_app.errors import InvalidInput, NotFound, PlatformError
+from plugins_app.errors import InvalidInput, PlatformError
 from plugins_app.models import Notification
 from plugins_app.runtime.chain import ChainResult
+from plugins_app.runtime.context import MAX_ID_LENGTH, is_platform_id
 
 from . import platform
 from .execution import execute_hook
-from .ids import parse_id
+from .ids import get_in_account
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +26,8 @@ Status = Notification.Status
 
 
 def _check_request(session_id, message, delay_seconds) -> None:
-    if not isinstance(session_id, str) or not 0 < len(session_id) <= 64:
-        raise InvalidInput("sessionId", "expected the session's id as a non-empty string of at most 64 characters")
+    if not is_platform_id(session_id):
+        raise InvalidInput("sessionId", f"expected the session's id as a non-empty string of at most {MAX_ID_LENGTH} characters")
     if not isinstance(message, str):
         raise InvalidInput("message", "expected a string")
     if len(message) > MAX_MESSAGE_CHARS:
@@ -58,10 +59,8 @@ def schedule(account, *, session_id, message, delay_seconds) -> tuple[Notificati
 
 
 def get(account, notification_id, field: str = "notificationId") -> Notification:
-    try:
-        return Notification.objects.get(pk=parse_id(notification_id, field), account=account)
-    except Notification.DoesNotExist:
-        raise NotFound(f"notification {notification_id} not found") from None
+    return get_in_account(Notification.objects.all(), account, notification_id, field,
+                          f"notification {notification_id} not found")
 
 
 def listing(account, params):

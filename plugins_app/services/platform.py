@@ -84,7 +84,7 @@ def check_base_url(value) -> str:
     try:
         parts = urlsplit(value)
         valid = parts.scheme in ("http", "https") and bool(parts.hostname) and len(value) <= 500
-        parts.port   # raises on a port that is not a number
+        _ = parts.port   # raises on a port that is not a number
     except ValueError:
         valid = False
     if not valid:

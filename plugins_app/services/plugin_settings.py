@@ -6,10 +6,10 @@ import json
 import math
 import re
 import zoneinfo
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from plugins_app.errors import CompileFailed, InvalidInput
+from plugins_app.errors import InvalidInput
 
 from .engine import get_tier
 
@@ -107,7 +107,7 @@ def merge(slug: str, schema: dict, current: dict | None, patch: dict) -> dict:
         raise InvalidInput(f"settings.{missing[0]}", f"{slug} needs this setting")
     for key, spec in schema.items():
         if "offsets" in spec:
-            merged[spec["offsets"]] = utc_offsets(merged[key], datetime.now(timezone.utc).year)
+            merged[spec["offsets"]] = utc_offsets(merged[key], datetime.now(UTC).year)
     return merged
 
 
@@ -204,8 +204,8 @@ def utc_offsets(zone: str, year: int) -> list[list[int]]:
 @lru_cache(maxsize=256)
 def _utc_offsets(zone: str, year: int) -> tuple[tuple[int, int], ...]:
     tz = zoneinfo.ZoneInfo(zone)
-    start = datetime(year, 1, 1, tzinfo=timezone.utc)
-    end = datetime(year + OFFSET_YEARS, 1, 1, tzinfo=timezone.utc)
+    start = datetime(year, 1, 1, tzinfo=UTC)
+    end = datetime(year + OFFSET_YEARS, 1, 1, tzinfo=UTC)
 
     def offset(at: datetime) -> int:
         return int(at.astimezone(tz).utcoffset().total_seconds())

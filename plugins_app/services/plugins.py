@@ -7,14 +7,14 @@ import hashlib
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
-from plugins_app.errors import CompileFailed, Conflict, InvalidInput, NotFound
+from plugins_app.errors import CompileFailed, Conflict, InvalidInput
 from plugins_app.models import AccountChange, Installation, Plugin, PluginVersion
 from plugins_app.runtime.hooks import HOOK_NAMES
 from plugins_app.runtime.permissions import derive_permissions
 
-from . import changes, chains
+from . import chains, changes
 from .engine import get_tier
-from .ids import parse_id
+from .ids import get_in_account
 from .version_records import record_installed
 
 MAX_SOURCE_CHARS = 2 * 1024 * 1024   # a bundled library fits (zod minified is 0.3-0.5 MiB)
@@ -110,11 +110,8 @@ def install_existing(account, plugin: Plugin, *, grant=None, settings=None) -> I
 
 
 def get_installation(account, installation_id, field: str = "installationId") -> Installation:
-    try:
-        return Installation.objects.select_related("plugin").get(pk=parse_id(installation_id, field),
-                                                                 account=account)
-    except Installation.DoesNotExist:
-        raise NotFound(f"installation {installation_id} not found in this account") from None
+    return get_in_account(Installation.objects.select_related("plugin"), account, installation_id, field,
+                          f"installation {installation_id} not found in this account")
 
 
 @transaction.atomic

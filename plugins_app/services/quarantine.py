@@ -10,12 +10,12 @@ from django.utils import timezone
 
 from plugins_app.models import HandlerWarning, Installation
 
-from . import changes, chains, plugins
+from . import chains, changes, plugins
 
 MISBEHAVIOURS = {"timeout": "timed out", "wedged": "wedged its engine", "memory": "ran out of memory"}
 MAX_STRIKES_KEPT = 10
 REASON_CHARS = 500
-RELEASED = {"quarantined_until": None, "quarantine_reason": "", "quarantine_warned": False, "strikes": [],
+RELEASED: dict[str, object] = {"quarantined_until": None, "quarantine_reason": "", "quarantine_warned": False, "strikes": [],
             "slow_lane_until": None, "slow_lane_reason": ""}
 STATE_FIELDS = list(RELEASED)
 

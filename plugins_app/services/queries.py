@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from datetime import datetime, time
 
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from plugins_app.errors import InvalidInput
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 
-from .chains import require_hook
+# The module, not the name: chains -> changes -> queries -> chains is a cycle, and a module reference
+# resolves at call time whichever of them is imported first.
+from . import chains
 
 
 def _moment(name: str, raw: str, end_of_day: bool = False) -> datetime:
@@ -28,7 +31,7 @@ def _moment(name: str, raw: str, end_of_day: bool = False) -> datetime:
 def common(qs, params, time_field: str = "created_at", *, hook: bool = True):
     """Filters shared by the audit lists: hook, plugin slug, since and until."""
     if hook and params.get("hook"):
-        require_hook(params["hook"])
+        chains.require_hook(params["hook"])
         qs = qs.filter(hook=params["hook"])
     if params.get("plugin"):
         qs = qs.filter(plugin_slug=params["plugin"])
@@ -41,7 +44,7 @@ def common(qs, params, time_field: str = "created_at", *, hook: bool = True):
     return qs
 
 
-def cancellations(account, params) -> "QuerySet[CancelLog]":
+def cancellations(account, params) -> QuerySet[CancelLog]:
     qs = common(CancelLog.objects.filter(account=account), params)
     if params.get("agentId"):
         qs = qs.filter(agent_id=params["agentId"])
@@ -52,7 +55,7 @@ def cancellations(account, params) -> "QuerySet[CancelLog]":
     return qs.order_by("-created_at", "-id")
 
 
-def warnings(account, params) -> "QuerySet[HandlerWarning]":
+def warnings(account, params) -> QuerySet[HandlerWarning]:
     qs = common(HandlerWarning.objects.filter(account=account), params)
     if params.get("kind"):
         if params["kind"] not in HandlerWarning.Kind.values:
@@ -61,7 +64,7 @@ def warnings(account, params) -> "QuerySet[HandlerWarning]":
     return qs.order_by("-created_at", "-id")
 
 
-def usage(account, params) -> "QuerySet[UsageDaily]":
+def usage(account, params) -> QuerySet[UsageDaily]:
     """Daily handler runs and time; `since`/`until` select days."""
     return common(UsageDaily.objects.filter(account=account), params, time_field="day").order_by(
         "-day", "plugin_slug", "hook")

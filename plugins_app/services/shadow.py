@@ -15,7 +15,7 @@ from plugins_app.models import AccountChange, Installation, ShadowSample, Shadow
 from plugins_app.runtime.chain import Handler, run_chain
 from plugins_app.runtime.hooks import HookSpec
 
-from . import changes, chains, plugins, versions
+from . import chains, changes, plugins, task_queue, versions
 from .chain_cache import chain_cache, shadow_key
 from .chains import require_hook
 from .engine import get_tier
@@ -35,9 +35,8 @@ def schedule(account, spec: HookSpec, context: dict, *, hop: int, turn_id: str) 
     answer does not wait for it (a Celery worker runs it)."""
     if not chain_cache.handlers(account, shadow_key(spec.name)):
         return False
-    from plugins_app.tasks import run_shadow   # tasks import the services
     try:
-        run_shadow.delay(account.pk, spec.name, context, hop, turn_id)
+        task_queue.enqueue(task_queue.RUN_SHADOW, account.pk, spec.name, context, hop, turn_id)
     except Exception:   # a broker outage must not fail the live call that already ran
         logger.exception("could not queue the shadow run of %s for account %s", spec.name, account.pk)
         return False
@@ -60,9 +59,9 @@ def run(account_id: int, hook: str, context: dict, hop: int = 0, turn_id: str = 
 def _run_one(account, spec: HookSpec, handler: Handler, context: dict, hop: int, turn_id: str) -> bool:
     copy = dict(context)
     bridge = HostBridge(account, spec, copy, hop=hop, turn_id=turn_id, record=False, dry_run=True)
-    from .execution import engine_key   # execution imports this module
+    from .execution import engine_key  # execution imports this module
     result = run_chain(get_tier(), engine_key(account), spec, [handler], copy, host=bridge, hop=hop,
-                       budget_ms=settings.HOOK_BUDGET_MS)
+                       budget_ms=settings.HUB_BUDGET_MS)
     trace = result.trace[0] if result.trace else None
     if trace is None or trace.status == "quarantined":
         return False

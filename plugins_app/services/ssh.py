@@ -29,7 +29,7 @@ class SshFailed(Exception):
 class SshTimedOut(Exception):
     """The operation outlived its timeout; `result` holds what it had produced by then."""
 
-    def __init__(self, seconds: float, result: "SshResult"):
+    def __init__(self, seconds: float, result: SshResult):
         super().__init__(f"timed out after {seconds:g} s")
         self.seconds = seconds
         self.result = result
@@ -137,7 +137,7 @@ async def _open(endpoint: Endpoint, tunnel, stack: contextlib.AsyncExitStack, *,
                         f"connection refused") from None
     except asyncssh.PermissionDenied:
         raise SshFailed(f"{where}: the server refused the key for {endpoint.username}") from None
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         raise SshFailed(f"{where}: no answer within "
                         f"{settings.HUB_SSH_CONNECT_TIMEOUT_SECONDS:g} s") from None
     except (asyncssh.Error, OSError) as exc:
@@ -200,7 +200,7 @@ async def _command(target: Target, command: str, timeout: float, limit: int) -> 
     async with _connection(target) as conn:
         try:
             exit_code = await asyncio.wait_for(execute(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if process is not None:
                 _stop(process)
             raise SshTimedOut(timeout, _command_result(TIMED_OUT_EXIT_CODE, out, err, started, True)) from None
@@ -262,7 +262,7 @@ async def _file_operation(target: Target, kind: str, path: str, content: str | N
     async with _connection(target) as conn:
         try:
             return await asyncio.wait_for(_sftp(conn, kind, path, content, limit, started), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise SshTimedOut(timeout, SshResult(TIMED_OUT_EXIT_CODE, None, None, False,
                                                  _elapsed_ms(started), True)) from None
 

@@ -6,9 +6,9 @@ import asyncssh
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 
-from plugins_app.errors import Conflict, InvalidInput, NotFound
+from plugins_app.errors import Conflict, InvalidInput
 from plugins_app.models import SshHost
-from plugins_app.services.ids import parse_id
+from plugins_app.services.ids import get_in_account, parse_id
 
 DIRECT, TUNNEL = SshHost.ConnectionType.DIRECT, SshHost.ConnectionType.TUNNEL
 DEFAULT_TUNNEL_PORT = 22
@@ -26,10 +26,8 @@ def list_hosts(account):
 
 
 def get_host(account, host_id, field: str = "sshHostId") -> SshHost:
-    try:
-        return SshHost.objects.select_related("jump_host").get(pk=parse_id(host_id, field), account=account)
-    except SshHost.DoesNotExist:
-        raise NotFound(f"SSH host {host_id} not found in this account") from None
+    return get_in_account(SshHost.objects.select_related("jump_host"), account, host_id, field,
+                          f"SSH host {host_id} not found in this account")
 
 
 def create_host(account, data: dict) -> SshHost:

@@ -7,9 +7,8 @@ from django.db import IntegrityError, transaction
 from plugins_app.errors import Conflict, InvalidInput, NotFound
 from plugins_app.models import AccountChange, ChainEntry, Installation, PluginVersion
 
-from . import changes, chains, plugins
+from . import chains, changes, plugins
 from .version_records import CODE_FIELDS, create_version
-
 
 
 class PermissionNotGranted(Conflict):

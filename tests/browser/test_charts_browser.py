@@ -65,7 +65,7 @@ def png_pixels(data: bytes, top_share: float = 1.0) -> list[tuple[int, int, int]
 
 
 def count_near(pixels, rgb, tolerance=24) -> int:
-    return sum(1 for p in pixels if all(abs(a - b) <= tolerance for a, b in zip(p, rgb)))
+    return sum(1 for p in pixels if all(abs(a - b) <= tolerance for a, b in zip(p, rgb, strict=False)))
 
 
 def test_an_auditor_sees_the_latency_charts_drawn(page, live_server, tmp_path):

@@ -44,7 +44,7 @@ def test_every_stop_ends_every_process_and_frees_the_port(var_dir, tmp_path):
             hub.stop(signum)
             assert hub.proc.returncode == 128 + signum
             assert hub.processes() == {}, f"survivors after {signum.name}: {hub.processes()}\n{hub.log()}"
-            wait_until(lambda: port_is_free(hub.port), 5, f"port {hub.port} to be free")
+            wait_until(lambda port=hub.port: port_is_free(port), 5, f"port {hub.port} to be free")
         finally:
             hub.kill_leftovers()
 

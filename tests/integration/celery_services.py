@@ -90,7 +90,7 @@ class CeleryProcesses:
         self.logdir = logdir
         self.env = dict(os.environ, DJANGO_SETTINGS_MODULE="middleware_hub.settings", CELERY_BROKER_URL=broker_url,
                         DATABASE_URL=database_url(), DATABASE_CONN_MAX_AGE="0", PYTHONPATH=str(ROOT),
-                        HUB_NOTIFY_SWEEP_SECONDS="1", HUB_METERING_FLUSH_SECONDS="0", HOOK_ENGINE_PROCESSES="1",
+                        HUB_NOTIFY_SWEEP_SECONDS="1", HUB_METERING_FLUSH_SECONDS="0", HUB_ENGINE_PROCESSES="1",
                         HUB_PLATFORM_ALLOWED_HOSTS="127.0.0.1",   # the platform stub
                         # A hand-off lost on a loaded machine is re-sent well within a test's wait.
                         HUB_NOTIFY_REQUEUE_SECONDS="10",

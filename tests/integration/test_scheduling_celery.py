@@ -8,9 +8,8 @@ from plugins_app import tasks
 from plugins_app.models import CronRun, Notification, PluginLog
 from plugins_app.services import cron, plugins
 from tests.spec_examples import example
-from tests.plugins_app.scheduling_support import platform  # noqa: F401  (fixture)
 
-from .celery_services import celery, redis_url, wait_until  # noqa: F401  (fixtures)
+from .celery_services import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 from plugins_app.services.platform import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
 

@@ -32,7 +32,7 @@ class Served:
         self.db_dir.mkdir()
         self.port = free_port()
         self.env = dict(os.environ, DATABASE_URL=f"sqlite:///{self.db_dir / 'hub.sqlite3'}", DJANGO_DEBUG="0",
-                        DJANGO_SECRET_KEY="x" * 60, HOOK_ENGINE_PROCESSES="1", HOOK_LANE_PROCESSES="1",
+                        DJANGO_SECRET_KEY="x" * 60, HUB_ENGINE_PROCESSES="1", HUB_LANE_PROCESSES="1",
                         HUB_METERING_FLUSH_SECONDS="0", CELERY_TASK_ALWAYS_EAGER="1", **env)
         for name in ("PROMETHEUS_MULTIPROC_DIR", "HUB_ENGINE_DIR"):
             if name not in env:
@@ -45,7 +45,7 @@ class Served:
         return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
                               capture_output=True, text=True).stdout
 
-    def start(self) -> "Served":
+    def start(self) -> Served:
         self.manage("migrate", "--noinput")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "middleware_hub.wsgi", "-b", f"127.0.0.1:{self.port}",

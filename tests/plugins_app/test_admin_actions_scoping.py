@@ -12,15 +12,13 @@ from django.contrib.auth.models import Group
 from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
-from django_celery_beat.models import (ClockedSchedule, CrontabSchedule, IntervalSchedule, PeriodicTask,
-                                       SolarSchedule)
+from django_celery_beat.models import ClockedSchedule, CrontabSchedule, IntervalSchedule, PeriodicTask, SolarSchedule
 
 from accounts import services
 from accounts.models import Account, ApiKey, Membership
 from plugins_app.models import Agent, CronJob, Installation, PlatformConfig, SshHost, WorkspaceFile
 from plugins_app.services import cron
 
-from .admin_support import fast_passwords, login  # noqa: F401  (fixtures)
 from .test_quarantine import make_installation, strike
 
 pytestmark = pytest.mark.django_db

@@ -2,16 +2,14 @@
 
 import csv
 import io
-from datetime import date, datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 from plugins_app.admin.usage import usage_chart
-
-from .admin_support import fast_passwords, login, operator_client  # noqa: F401
+from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +33,7 @@ def listed(response):
 
 @pytest.fixture
 def log(account, other_account):
-    old = datetime(2026, 1, 10, 12, tzinfo=dt_timezone.utc)
+    old = datetime(2026, 1, 10, 12, tzinfo=UTC)
     return {
         "todo": cancel(account, reason="too many todos", session="5", at=old),
         "ssh": cancel(account, hook="sshCommandSending", plugin="rm-guard", reason="refusing to delete /",

@@ -11,7 +11,6 @@ from django.urls import reverse
 from plugins_app.models import ChainEntry
 from plugins_app.services import admin_ops, chains
 
-from .admin_support import fast_passwords, login  # noqa: F401
 from .conftest import PROMPT, appender
 
 pytestmark = pytest.mark.django_db

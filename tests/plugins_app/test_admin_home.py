@@ -12,7 +12,6 @@ from accounts.models import Account
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 from plugins_app.services import plugins
 
-from .admin_support import fast_passwords, login, operator_client  # noqa: F401
 from .conftest import appender
 
 pytestmark = pytest.mark.django_db

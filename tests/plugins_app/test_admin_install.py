@@ -8,7 +8,6 @@ from django.urls import reverse
 from plugins_app.models import ChainEntry, Installation, Plugin
 from plugins_app.services import catalog, plugins
 
-from .admin_support import fast_passwords, login  # noqa: F401
 from .conftest import PROMPT, appender
 
 pytestmark = pytest.mark.django_db
@@ -144,7 +143,7 @@ def test_disabling_keeps_the_chain_place_and_stops_the_handler(login, account, i
     assert client.post(url, change_form(second, enabled="")).status_code == 302
     second.refresh_from_db()
     assert second.enabled is False
-    execute = lambda: api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT},  # noqa: E731
+    execute = lambda: api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT},
                                       format="json").json()["value"]
     assert execute() == "base13"
 
@@ -200,7 +199,7 @@ def test_settings_are_validated_against_the_schema_and_reach_the_next_execute(lo
     url = reverse("admin:plugins_app_installation_change", args=[installation.pk])
     page = client.get(url).content.decode()
     assert "What to add." in page   # the schema is shown next to the settings
-    execute = lambda: api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT},  # noqa: E731
+    execute = lambda: api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT},
                                       format="json").json()["value"]
     assert execute() == "base hello"
 

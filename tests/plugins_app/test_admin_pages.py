@@ -6,8 +6,6 @@ from django.urls import reverse
 
 from plugins_app.models import HandlerWarning
 
-from .admin_support import fast_passwords, login  # noqa: F401
-
 pytestmark = pytest.mark.django_db
 
 

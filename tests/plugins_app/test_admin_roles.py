@@ -10,7 +10,7 @@ from accounts.models import ApiKey, Membership
 from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Plugin, UsageDaily
 from plugins_app.services import plugins
 
-from .admin_support import PASSWORD, fast_passwords  # noqa: F401
+from .admin_support import PASSWORD
 from .conftest import appender
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,6 @@ from django.urls import reverse
 from accounts import services
 from accounts.models import ApiKey
 
-from .admin_support import fast_passwords, login  # noqa: F401
-
 pytestmark = pytest.mark.django_db
 
 

@@ -7,9 +7,6 @@ from django.urls import reverse
 
 from plugins_app.models import Installation
 
-from .admin_support import fast_passwords, login  # noqa: F401
-from .catalog_support import synced  # noqa: F401
-
 pytestmark = pytest.mark.django_db
 
 DETAIL = reverse("admin:plugins_app_installation_catalog_detail", args=["maintenance-window"])

@@ -9,7 +9,6 @@ from django.urls import reverse
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 from plugins_app.services import tryit
 
-from .admin_support import fast_passwords, login  # noqa: F401
 from .conftest import PROMPT, appender
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ import pytest
 from accounts.models import Account
 from plugins_app.models import Installation, Plugin
 
-from .catalog_support import execute, install_official, patch_settings, synced  # noqa: F401
+from .catalog_support import execute, install_official, patch_settings
 from .conftest import PROMPT
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +21,7 @@ def hooks_version(account):
     return Account.objects.get(pk=account.pk).hooks_version
 
 
-def test_catalog_lists_the_official_plugins_with_hooks_and_settings(api_client, synced):  # noqa: F811
+def test_catalog_lists_the_official_plugins_with_hooks_and_settings(api_client, synced):
     body = api_client.get("/api/v1/catalog").json()
     by_slug = {p["slug"]: p for p in body["plugins"]}
     assert {slug: p["hooks"] for slug, p in by_slug.items()} == HOOKS
@@ -32,7 +32,7 @@ def test_catalog_lists_the_official_plugins_with_hooks_and_settings(api_client, 
     assert [p["name"] for p in body["plugins"]] == sorted(p["name"] for p in body["plugins"])
 
 
-def test_catalog_says_which_are_installed_in_the_calling_account_only(api_client, other_api_client, synced):  # noqa: F811
+def test_catalog_says_which_are_installed_in_the_calling_account_only(api_client, other_api_client, synced):
     installed = install_official(api_client, "card-mask")
     mine = {p["slug"]: p for p in api_client.get("/api/v1/catalog").json()["plugins"]}
     theirs = {p["slug"]: p for p in other_api_client.get("/api/v1/catalog").json()["plugins"]}
@@ -40,11 +40,11 @@ def test_catalog_says_which_are_installed_in_the_calling_account_only(api_client
     assert (theirs["card-mask"]["installed"], theirs["card-mask"]["installationId"]) == (False, None)
 
 
-def test_the_catalog_needs_an_api_key(client, synced):  # noqa: F811
+def test_the_catalog_needs_an_api_key(client, synced):
     assert client.get("/api/v1/catalog").status_code == 401
 
 
-def test_installing_from_the_catalog_shares_the_official_plugin(api_client, other_api_client, synced, account):  # noqa: F811
+def test_installing_from_the_catalog_shares_the_official_plugin(api_client, other_api_client, synced, account):
     mine = install_official(api_client, "caveman")
     theirs = install_official(other_api_client, "caveman", {"intensity": "ultra"})
     assert mine["official"] is True and mine["plugin"] == "caveman" and mine["hooks"] == ["systemPrompt"]
@@ -56,14 +56,14 @@ def test_installing_from_the_catalog_shares_the_official_plugin(api_client, othe
     assert Plugin.objects.filter(slug="caveman").count() == 1
 
 
-def test_uninstalling_keeps_the_official_plugin(api_client, synced):  # noqa: F811
+def test_uninstalling_keeps_the_official_plugin(api_client, synced):
     installed = install_official(api_client, "caveman")
     assert api_client.delete(f"/api/v1/plugins/{installed['id']}").status_code == 204
     assert Plugin.objects.filter(account=None, slug="caveman").exists()
     assert install_official(api_client, "caveman")["id"] != installed["id"]
 
 
-def test_unknown_slug_is_404_and_twice_is_409(api_client, synced):  # noqa: F811
+def test_unknown_slug_is_404_and_twice_is_409(api_client, synced):
     response = api_client.post("/api/v1/plugins", {"catalog": "no-such-plugin"}, format="json")
     assert response.status_code == 404
     assert "caveman" in response.json()["error"]["message"]
@@ -72,7 +72,7 @@ def test_unknown_slug_is_404_and_twice_is_409(api_client, synced):  # noqa: F811
     assert Installation.objects.count() == 1
 
 
-def test_a_custom_plugin_cannot_take_an_official_slug_away(api_client, synced, account):  # noqa: F811
+def test_a_custom_plugin_cannot_take_an_official_slug_away(api_client, synced, account):
     custom = api_client.post("/api/v1/plugins", {"name": "caveman", "language": "javascript",
                                                  "source": "globalThis.middleware.systemPrompt = (c) => c.systemPrompt;"},
                              format="json")
@@ -81,7 +81,7 @@ def test_a_custom_plugin_cannot_take_an_official_slug_away(api_client, synced, a
     assert official["official"] is True and custom.json()["official"] is False
 
 
-def test_grants_are_checked_against_the_plugins_permissions(api_client, synced):  # noqa: F811
+def test_grants_are_checked_against_the_plugins_permissions(api_client, synced):
     response = api_client.post("/api/v1/plugins", {"catalog": "caveman", "grant": ["host:fetch"]}, format="json")
     assert response.status_code == 400
     assert response.json()["error"]["field"] == "grant"
@@ -97,7 +97,7 @@ def test_grants_are_checked_against_the_plugins_permissions(api_client, synced):
     ({"catalog": "secret-redactor", "settings": {"replacement": "x" * 1001}}, "settings.replacement"),
     ({"catalog": "rm-guard", "settings": {"protectedPaths": ["/srv"] * 51}}, "settings.protectedPaths"),
 ])
-def test_invalid_settings_are_400_naming_the_setting(api_client, synced, body, field, account):  # noqa: F811
+def test_invalid_settings_are_400_naming_the_setting(api_client, synced, body, field, account):
     before = hooks_version(account)
     response = api_client.post("/api/v1/plugins", body, format="json")
     assert response.status_code == 400
@@ -105,12 +105,12 @@ def test_invalid_settings_are_400_naming_the_setting(api_client, synced, body, f
     assert Installation.objects.count() == 0 and hooks_version(account) == before
 
 
-def test_settings_must_be_an_object(api_client, synced):  # noqa: F811
+def test_settings_must_be_an_object(api_client, synced):
     response = api_client.post("/api/v1/plugins", {"catalog": "caveman", "settings": ["full"]}, format="json")
     assert response.status_code == 400 and "settings" in response.json()["error"]["message"]
 
 
-def test_patch_settings_merges_and_null_resets_to_the_default(api_client, synced, account):  # noqa: F811
+def test_patch_settings_merges_and_null_resets_to_the_default(api_client, synced, account):
     installed = install_official(api_client, "agent-audit", {"previewChars": 10})
     before = hooks_version(account)
     response = patch_settings(api_client, installed["id"], {"redact": True})
@@ -122,7 +122,7 @@ def test_patch_settings_merges_and_null_resets_to_the_default(api_client, synced
     assert api_client.get(f"/api/v1/plugins/{installed['id']}").json()["settings"] == reset.json()["settings"]
 
 
-def test_a_bad_patch_changes_nothing(api_client, synced, account):  # noqa: F811
+def test_a_bad_patch_changes_nothing(api_client, synced, account):
     installed = install_official(api_client, "agent-audit")
     before = hooks_version(account)
     response = patch_settings(api_client, installed["id"], {"redact": True, "previewChars": -1})
@@ -133,7 +133,7 @@ def test_a_bad_patch_changes_nothing(api_client, synced, account):  # noqa: F811
     assert missing.status_code == 400 and missing.json()["error"]["field"] == "settings"
 
 
-def test_what_get_answers_can_be_sent_back(api_client, synced):  # noqa: F811
+def test_what_get_answers_can_be_sent_back(api_client, synced):
     installed = install_official(api_client, "maintenance-window", {"start": "01:00", "end": "02:00"})
     settings = installed["settings"]
     assert "utcOffsets" in settings
@@ -151,14 +151,14 @@ def test_a_custom_install_with_settings_is_refused(api_client):
     assert Installation.objects.count() == 0
 
 
-def test_patch_settings_of_another_accounts_installation_is_404(api_client, other_api_client, synced):  # noqa: F811
+def test_patch_settings_of_another_accounts_installation_is_404(api_client, other_api_client, synced):
     installed = install_official(other_api_client, "caveman")
     assert patch_settings(api_client, installed["id"], {"intensity": "lite"}).status_code == 404
     assert patch_settings(api_client, "nope", {"intensity": "lite"}).status_code == 404
     assert Installation.objects.get(pk=installed["id"]).settings == {"intensity": "full"}
 
 
-def test_a_custom_plugin_takes_no_settings(api_client, synced):  # noqa: F811
+def test_a_custom_plugin_takes_no_settings(api_client, synced):
     custom = api_client.post("/api/v1/plugins", {"name": "mine", "language": "javascript",
                                                  "source": "globalThis.middleware.systemPrompt = (c) => c.systemPrompt;"},
                              format="json").json()

@@ -4,7 +4,7 @@ import pytest
 
 from plugins_app.models import CancelLog
 
-from .catalog_support import SSH, execute, install_official, patch_settings, synced  # noqa: F401
+from .catalog_support import SSH, execute, install_official, patch_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -56,7 +56,7 @@ def command(text, kind="command"):
 
 
 @pytest.fixture
-def guard(api_client, synced):  # noqa: F811
+def guard(api_client, synced):
     return install_official(api_client, "rm-guard")
 
 

@@ -3,7 +3,7 @@ leaves alone, and its settings."""
 
 import pytest
 
-from .catalog_support import SSH, execute, install_official, logs, patch_settings, synced  # noqa: F401
+from .catalog_support import SSH, execute, install_official, logs, patch_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +67,7 @@ def completed(output, error_output=None, kind="command"):
 
 
 @pytest.fixture
-def redactor(api_client, synced):  # noqa: F811
+def redactor(api_client, synced):
     return install_official(api_client, "secret-redactor")
 
 
@@ -124,7 +124,7 @@ def test_extra_patterns_are_javascript_regexes(api_client, redactor):
     ("ACME", "expected an array of strings"),
     ([1], "expected an array of strings"),
 ])
-def test_bad_extra_patterns_are_refused_at_install(api_client, synced, patterns, message):  # noqa: F811
+def test_bad_extra_patterns_are_refused_at_install(api_client, synced, patterns, message):
     response = api_client.post("/api/v1/plugins", {"catalog": "secret-redactor",
                                                    "settings": {"extraPatterns": patterns}}, format="json")
     assert response.status_code == 400

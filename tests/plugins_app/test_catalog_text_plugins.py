@@ -3,7 +3,7 @@ leaves alone, and their settings."""
 
 import pytest
 
-from .catalog_support import execute, install_official, logs, patch_settings, synced  # noqa: F401
+from .catalog_support import execute, install_official, logs, patch_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -22,21 +22,21 @@ def luhn_complete(prefix: str, length: int) -> str:
 
 # -- caveman ---------------------------------------------------------------------------------
 
-def test_caveman_appends_the_doctrine_and_keeps_the_prompt(api_client, synced):  # noqa: F811
+def test_caveman_appends_the_doctrine_and_keeps_the_prompt(api_client, synced):
     install_official(api_client, "caveman")
     value = execute(api_client, "systemPrompt", PROMPT)["value"]
     assert value.startswith(PROMPT["systemPrompt"] + "\n\n[caveman] Answer tersely. Few words.")
     assert "error messages stay exact" in value
 
 
-def test_caveman_does_not_append_twice(api_client, synced):  # noqa: F811
+def test_caveman_does_not_append_twice(api_client, synced):
     install_official(api_client, "caveman")
     once = execute(api_client, "systemPrompt", PROMPT)["value"]
     again = execute(api_client, "systemPrompt", dict(PROMPT, systemPrompt=once))
     assert (again["outcome"], again["value"]) == ("unchanged", once)
 
 
-def test_caveman_intensity_setting_and_a_change_reaches_the_next_call(api_client, synced):  # noqa: F811
+def test_caveman_intensity_setting_and_a_change_reaches_the_next_call(api_client, synced):
     installed = install_official(api_client, "caveman", {"intensity": "lite"})
     assert installed["settings"] == {"intensity": "lite"}
     assert "[caveman] Keep answers short." in execute(api_client, "systemPrompt", PROMPT)["value"]
@@ -48,7 +48,7 @@ def test_caveman_intensity_setting_and_a_change_reaches_the_next_call(api_client
     assert "[caveman] Answer tersely." in execute(api_client, "systemPrompt", PROMPT)["value"]
 
 
-def test_caveman_rejects_an_unknown_intensity(api_client, synced):  # noqa: F811
+def test_caveman_rejects_an_unknown_intensity(api_client, synced):
     response = api_client.post("/api/v1/plugins", {"catalog": "caveman", "settings": {"intensity": "max"}},
                                format="json")
     assert response.status_code == 400
@@ -83,7 +83,7 @@ def inbound(text):
     return {"sessionId": "1", "channelId": None, "mediaIds": [], "text": text}
 
 
-def test_card_mask_masks_card_numbers_keeping_the_last_four(api_client, synced):  # noqa: F811
+def test_card_mask_masks_card_numbers_keeping_the_last_four(api_client, synced):
     install_official(api_client, "card-mask")
     wrong = {}
     for card, last4 in CARDS:
@@ -95,27 +95,27 @@ def test_card_mask_masks_card_numbers_keeping_the_last_four(api_client, synced):
     assert two["value"] == "[card ending 1111] and [card ending 4444]"
 
 
-def test_card_mask_leaves_other_numbers_alone(api_client, synced):  # noqa: F811
+def test_card_mask_leaves_other_numbers_alone(api_client, synced):
     install_official(api_client, "card-mask")
     changed = {t: r["value"] for t in NOT_CARDS
                if (r := execute(api_client, "userMessageInbound", inbound(t)))["outcome"] != "unchanged"}
     assert changed == {}
 
 
-def test_card_mask_handles_long_messages_in_time(api_client, synced):  # noqa: F811
+def test_card_mask_handles_long_messages_in_time(api_client, synced):
     install_official(api_client, "card-mask")
     for filler in ("1 " * 150_000, "9" * 300_000, "12-" * 100_000):
         result = execute(api_client, "userMessageInbound", inbound(f"{filler} x 4111 1111 1111 1111"))
         assert result["value"].endswith(" x [card ending 1111]"), result["trace"]
 
 
-def test_card_mask_can_drop_the_last_four(api_client, synced):  # noqa: F811
+def test_card_mask_can_drop_the_last_four(api_client, synced):
     install_official(api_client, "card-mask", {"keepLast4": False})
     value = execute(api_client, "userMessageInbound", inbound("card 4111 1111 1111 1111"))["value"]
     assert value == "card [card number removed]"
 
 
-def test_card_mask_keep_last4_must_be_a_boolean(api_client, synced):  # noqa: F811
+def test_card_mask_keep_last4_must_be_a_boolean(api_client, synced):
     response = api_client.post("/api/v1/plugins", {"catalog": "card-mask", "settings": {"keepLast4": "yes"}},
                                format="json")
     assert response.status_code == 400
@@ -129,7 +129,7 @@ def message(text, report=False):
             "isSubagentReport": report, "text": text}
 
 
-def test_agent_audit_logs_every_message_and_passes_it_unchanged(api_client, synced):  # noqa: F811
+def test_agent_audit_logs_every_message_and_passes_it_unchanged(api_client, synced):
     install_official(api_client, "agent-audit")
     first = execute(api_client, "interAgentMessage", message("Please check the build logs."))
     second = execute(api_client, "interAgentMessage", message("Done: password=hunter2 works", report=True))
@@ -142,7 +142,7 @@ def test_agent_audit_logs_every_message_and_passes_it_unchanged(api_client, sync
     ]
 
 
-def test_agent_audit_redacts_the_message_when_asked(api_client, synced):  # noqa: F811
+def test_agent_audit_redacts_the_message_when_asked(api_client, synced):
     install_official(api_client, "agent-audit", {"redact": True, "replacement": "<secret>"})
     result = execute(api_client, "interAgentMessage", message("use AKIAIOSFODNN7EXAMPLE now"))
     assert (result["outcome"], result["value"]) == ("changed", "use <secret> now")
@@ -150,7 +150,7 @@ def test_agent_audit_redacts_the_message_when_asked(api_client, synced):  # noqa
     assert (plain["outcome"], plain["value"]) == ("unchanged", "nothing secret here")
 
 
-def test_agent_audit_preview_length(api_client, synced):  # noqa: F811
+def test_agent_audit_preview_length(api_client, synced):
     installed = install_official(api_client, "agent-audit", {"previewChars": 5})
     execute(api_client, "interAgentMessage", message("abcdefghij\n\nklm"))
     patch_settings(api_client, installed["id"], {"previewChars": 0})

@@ -7,7 +7,7 @@ from django.utils import timezone
 from plugins_app.models import AccountChange, Installation
 from plugins_app.services import quarantine
 
-from .catalog_support import install_official, synced  # noqa: F401  (synced is a fixture)
+from .catalog_support import install_official
 from .conftest import appender
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +21,7 @@ def changes(client, **params):
     return response.json()["results"]
 
 
-def test_every_kind_of_change_is_recorded_with_before_and_after(api_client, install, account, synced):  # noqa: F811
+def test_every_kind_of_change_is_recorded_with_before_and_after(api_client, install, account, synced):
     first = install(appender("-a"), name="first")
     second = install(FETCHER, name="second")
     api_client.patch(f"/api/v1/plugins/{first.pk}", {"enabled": False}, format="json")

@@ -9,7 +9,7 @@ from plugins_app import tasks
 from plugins_app.models import CancelLog, CronJob, CronRun, PlatformConfig, UsageDaily
 from plugins_app.services import cron
 
-from .scheduling_support import COMPLETED_COUNTER, FIRING_REWRITE, eager, platform  # noqa: F401  (fixtures)
+from .scheduling_support import COMPLETED_COUNTER, FIRING_REWRITE
 
 pytestmark = pytest.mark.django_db
 
@@ -269,3 +269,27 @@ def test_only_one_active_run_per_job_is_enforced_by_the_database(job):
         CronRun.objects.create(account=job.account, job=job, trigger_key="k2", trigger="manual",
                                status="firing", slot_at=timezone.now())
     assert CronJob.objects.get(pk=job.pk).runs.count() == 1
+
+
+def test_every_task_the_services_queue_by_name_is_registered():
+    from middleware_hub.celery import app
+    from plugins_app.services import task_queue
+
+    names = [value for key, value in vars(task_queue).items() if key.isupper()]
+    assert len(names) == 5
+    assert all(name in app.tasks for name in names), sorted(set(names) - set(app.tasks))
+
+
+def test_a_fresh_process_finds_the_tasks_it_queues_by_name():
+    # A web process has not imported plugins_app.tasks when it first queues one (workers have).
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("import django, sys; django.setup(); from plugins_app.services import task_queue as q;"
+              "assert 'plugins_app.tasks' not in sys.modules;"
+              "print(q.task(q.RUN_SHADOW).name, q.task(q.DISPATCH_MISSION).name)")
+    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["plugins_app.tasks.run_shadow", "plugins_app.tasks.dispatch_mission"]

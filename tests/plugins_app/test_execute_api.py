@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, UsageDaily
+from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
+from plugins_app.runtime.hooks import HOOKS
 
 from .conftest import PROMPT, appender
 
@@ -86,7 +87,7 @@ def test_unknown_hook_is_404_naming_the_hooks(api_client):
     assert response.status_code == 404
     error = response.json()["error"]
     assert "systemPrompts" in error["message"]
-    assert len(error["hooks"]) == 14 and "cronJobCompleted" in error["hooks"]
+    assert len(error["hooks"]) == len(HOOKS) and "cronJobCompleted" in error["hooks"]
 
 
 @pytest.mark.parametrize("context, field", [
@@ -161,7 +162,7 @@ def test_each_account_runs_only_its_own_plugins(api_client, other_api_client, in
 
 def test_hooks_list_serves_the_table(api_client):
     hooks = {h["name"]: h for h in api_client.get("/api/v1/hooks").json()["hooks"]}
-    assert len(hooks) == 14
+    assert len(hooks) == len(HOOKS)
     assert hooks["systemPrompt"]["cancellable"] is False
     assert hooks["notifyScheduled"]["mutable"] == ["message", "delaySeconds"]
     assert hooks["sessionClearing"]["observeOnly"] is True

@@ -5,8 +5,9 @@ import json
 import pytest
 
 from plugins_app.models import Agent
+from tests.spec_examples import example
 
-from .conftest import PROMPT, example
+from .conftest import PROMPT
 from .host_stubs import execute, reporter
 
 pytestmark = pytest.mark.django_db

@@ -81,3 +81,27 @@ def test_a_refused_call_fails_open_and_the_chain_goes_on(api_client, install):
     assert body["value"] == "baseB"
     assert [(t["plugin"], t["status"]) for t in body["trace"]] == [("ungranted", "error"), ("next", "ran")]
     assert "host:fetch" in body["trace"][0]["warning"]
+
+
+def test_every_bridged_member_of_the_table_has_its_function_registered_at_start():
+    from plugins_app.runtime.members import BRIDGED_MEMBERS
+    from plugins_app.services.host import MEMBERS
+
+    assert set(MEMBERS) == BRIDGED_MEMBERS
+
+
+def test_a_member_missing_from_the_table_is_refused_when_declared():
+    from plugins_app.services.host import member
+
+    with pytest.raises(ValueError, match="host.calendar.read is not a bridged member"):
+        member("calendar.read")
+
+
+def test_a_declared_member_without_a_function_stops_the_registration():
+    from plugins_app.services.host import MEMBERS, register_members
+
+    saved = dict(MEMBERS)
+    without_ssh = [fn for name, fn in saved.items() if name != "ssh.command"]
+    with pytest.raises(ValueError, match="without a function: ssh.command"):
+        register_members(without_ssh)
+    assert MEMBERS == saved   # a refused registration leaves the bridge as it was

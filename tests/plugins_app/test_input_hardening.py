@@ -8,12 +8,11 @@ from django.urls import URLPattern, reverse
 from rest_framework.test import APIClient
 
 from plugins_app.api import urls as api_urls
+from plugins_app.errors import InvalidInput
 from plugins_app.models import Agent, CronJob, Installation, PlatformConfig, SshHost
 from plugins_app.services import inputs
 from plugins_app.services.ids import MAX_ID, parse_id
-from plugins_app.errors import InvalidInput
 
-from .admin_support import fast_passwords, login  # noqa: F401
 from .conftest import PROMPT, appender
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,6 @@ from plugins_app import tasks
 from plugins_app.models import CancelLog, Notification, PlatformConfig, UsageDaily
 from plugins_app.services import notifications
 
-from .scheduling_support import eager, platform  # noqa: F401  (fixtures)
-
 pytestmark = pytest.mark.django_db
 
 REWORD = """globalThis.middleware.notifyDelivered = async (c) => "wake up: " + c.message + " (#" + c.notifyId + ")";"""

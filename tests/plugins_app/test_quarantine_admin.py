@@ -13,7 +13,6 @@ from accounts import services
 from plugins_app.models import Installation
 from plugins_app.services import quarantine
 
-from .admin_support import fast_passwords, login, operator_client  # noqa: F401
 from .test_quarantine import make_installation, reload, strike, version
 
 pytestmark = pytest.mark.django_db

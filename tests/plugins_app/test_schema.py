@@ -3,6 +3,8 @@
 import pytest
 import yaml
 
+from plugins_app.runtime.hooks import HOOKS
+
 pytestmark = pytest.mark.django_db
 
 
@@ -15,10 +17,10 @@ def test_schema_has_a_context_per_hook_built_from_the_table(client):
     assert prompt["required"] == ["sessionId", "agentId", "sessionKind", "systemPrompt"]
     assert components["SshCommandSendingContext"]["properties"]["kind"]["enum"][0] == "command"
     assert "intent" not in components["SshCommandSendingContext"]["required"]
-    assert sum(1 for name in components if name.endswith("Context")) == 14
+    assert sum(1 for name in components if name.endswith("Context")) == len(HOOKS)
     execute = schema["paths"]["/api/v1/hooks/{hook}/execute"]["post"]
     hook_param = next(p for p in execute["parameters"] if p["name"] == "hook")
-    assert len(hook_param["schema"]["enum"]) == 14
+    assert len(hook_param["schema"]["enum"]) == len(HOOKS)
 
 
 def test_docs_page_uses_bundled_swagger_ui(client):

@@ -4,8 +4,6 @@ import pytest
 
 from plugins_app.models import PluginLog
 
-from .scheduling_support import platform  # noqa: F401  (fixture)
-
 pytestmark = pytest.mark.django_db
 
 ARCHIVER = """

@@ -7,9 +7,6 @@ from django.urls import reverse
 from plugins_app.models import Installation
 from plugins_app.services import versions
 
-from .admin_support import fast_passwords, login  # noqa: F401
-from .scheduling_support import eager  # noqa: F401  (fixture)
-
 pytestmark = pytest.mark.django_db
 
 INBOUND = {"sessionId": "10", "channelId": None, "text": "rm -rf /", "mediaIds": []}
@@ -25,7 +22,7 @@ def execute(api_client):
     return api_client.post("/api/v1/hooks/userMessageInbound/execute", {"context": INBOUND}, format="json").json()
 
 
-def test_an_admin_shadows_a_draft_sees_what_it_would_veto_and_promotes_it(login, install, api_client, eager):  # noqa: F811
+def test_an_admin_shadows_a_draft_sees_what_it_would_veto_and_promotes_it(login, install, api_client, eager):
     guard = install(PASS, name="guard")
     versions.create_draft(guard.account, guard.pk, source=VETO, language="javascript")
     client = login("acme", "alice", "admin")
@@ -40,7 +37,7 @@ def test_an_admin_shadows_a_draft_sees_what_it_would_veto_and_promotes_it(login,
     assert execute(api_client)["outcome"] == "cancelled"
 
 
-def test_an_auditor_reads_shadow_counts_but_cannot_change_them(login, install, api_client, eager):  # noqa: F811
+def test_an_auditor_reads_shadow_counts_but_cannot_change_them(login, install, api_client, eager):
     guard = install(VETO, name="guard")
     admin_client = login("acme", "alice", "admin")
     admin_client.post(reverse("admin:plugins_app_pluginversion_shadow", args=[guard.pk]), {"mode": "shadow"})

@@ -9,7 +9,6 @@ from plugins_app.models import AccountChange, CancelLog, HandlerWarning, Install
 from plugins_app.services import versions
 
 from .conftest import PROMPT, appender
-from .scheduling_support import eager  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +34,7 @@ def report(client, installation):
     return response.json()
 
 
-def test_a_shadowed_veto_never_blocks_and_is_counted_with_its_reason(api_client, install, account, eager):  # noqa: F811
+def test_a_shadowed_veto_never_blocks_and_is_counted_with_its_reason(api_client, install, account, eager):
     veto = install(VETO, name="guard")
     response = set_mode(api_client, veto, mode="shadow")
     assert response.status_code == 200 and response.json()["mode"] == "shadow"
@@ -51,7 +50,7 @@ def test_a_shadowed_veto_never_blocks_and_is_counted_with_its_reason(api_client,
     assert usage == {"guard:shadow": 2}   # shadow runs are metered apart from live runs
 
 
-def test_changes_and_failures_are_recorded_not_applied(api_client, install, eager):  # noqa: F811
+def test_changes_and_failures_are_recorded_not_applied(api_client, install, eager):
     shout = install(SHOUT, name="shout")
     broken = install("globalThis.middleware.userMessageInbound = async () => { throw new Error('oops'); };",
                      name="broken")
@@ -66,7 +65,7 @@ def test_changes_and_failures_are_recorded_not_applied(api_client, install, eage
     assert HandlerWarning.objects.count() == 0
 
 
-def test_a_shadowed_draft_runs_next_to_the_live_code_and_promotes_by_deploying(api_client, install, eager):  # noqa: F811
+def test_a_shadowed_draft_runs_next_to_the_live_code_and_promotes_by_deploying(api_client, install, eager):
     guard = install("globalThis.middleware.userMessageInbound = async (c) => c.text;", name="guard")
     versions.create_draft(guard.account, guard.pk, source=VETO, language="javascript")
     response = set_mode(api_client, guard, shadowVersion=2)
@@ -80,8 +79,8 @@ def test_a_shadowed_draft_runs_next_to_the_live_code_and_promotes_by_deploying(a
     assert execute(api_client)["outcome"] == "cancelled"
 
 
-def test_promoting_a_shadowed_installation_puts_it_back_in_its_place(api_client, install, eager):  # noqa: F811
-    first, second = install(appender("-a")), install(appender("-b"))
+def test_promoting_a_shadowed_installation_puts_it_back_in_its_place(api_client, install, eager):
+    first, _second = install(appender("-a")), install(appender("-b"))
     set_mode(api_client, first, mode="shadow")
     assert execute(api_client, PROMPT, "systemPrompt")["value"] == "base-b"
     response = api_client.post(f"/api/v1/plugins/{first.pk}/promote")
@@ -92,7 +91,7 @@ def test_promoting_a_shadowed_installation_puts_it_back_in_its_place(api_client,
     assert api_client.post(f"/api/v1/plugins/{first.pk}/promote").status_code == 409   # nothing in shadow now
 
 
-def test_shadow_runs_have_no_side_effects(api_client, install, eager):  # noqa: F811
+def test_shadow_runs_have_no_side_effects(api_client, install, eager):
     writer = install("globalThis.middleware.systemPrompt = async (c) => "
                      "(await host.workspace.write('x.txt', 'y'), c.systemPrompt + '!');",
                      name="writer", grant=["host:workspace"])
@@ -123,7 +122,7 @@ def test_the_shadow_run_is_queued_for_a_worker_not_made_in_the_request(api_clien
     assert report(api_client, veto)["counts"] == {"calls": 1, "wouldCancel": 1, "wouldChange": 0, "failed": 0}
 
 
-def test_bad_mode_changes_are_4xx_and_change_nothing(api_client, other_api_client, install, account, eager):  # noqa: F811
+def test_bad_mode_changes_are_4xx_and_change_nothing(api_client, other_api_client, install, account, eager):
     plugin = install(appender("-a"))
     versions.create_draft(account, plugin.pk,
                           source=appender("-b") + "\nconst never = () => host.fetch('http://127.0.0.1:9/');",

@@ -3,8 +3,9 @@
 import pytest
 
 from plugins_app.models import CancelLog
+from tests.spec_examples import EXAMPLES, example
 
-from .conftest import EXAMPLES, PROMPT, example
+from .conftest import PROMPT
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,6 @@ from django.urls import reverse
 from plugins_app.models import AccountChange, CancelLog, Installation, PluginVersion, UsageDaily
 from plugins_app.services import versions
 
-from .admin_support import fast_passwords, login, operator_client  # noqa: F401
 from .conftest import PROMPT, appender
 
 pytestmark = pytest.mark.django_db

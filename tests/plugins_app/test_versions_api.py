@@ -5,7 +5,7 @@ import pytest
 
 from plugins_app.models import AccountChange, CancelLog, ChainEntry, HandlerWarning, Installation, PluginVersion
 
-from .catalog_support import install_official, synced  # noqa: F401  (synced is a fixture)
+from .catalog_support import install_official
 from .conftest import PROMPT, appender
 
 pytestmark = pytest.mark.django_db
@@ -99,7 +99,7 @@ def test_positions_settings_and_grants_survive_deploy_and_rollback(api_client, i
     assert [c["installationId"] for c in api_client.get("/api/v1/chains/systemPrompt").json()["chain"]] == order
 
 
-def test_official_code_follows_the_catalog(api_client, synced):  # noqa: F811
+def test_official_code_follows_the_catalog(api_client, synced):
     installation = Installation.objects.get(pk=install_official(api_client, "caveman")["id"])
     response = draft(api_client, installation, appender("-mine"))
     assert response.status_code == 409 and "official" in response.json()["error"]["message"]

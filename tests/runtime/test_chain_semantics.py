@@ -151,7 +151,7 @@ def test_a_handler_mutating_its_context_does_not_leak_to_the_next(make_handler, 
 def test_host_log_is_collected_per_handler(make_handler, chain):
     h = make_handler("globalThis.middleware.systemPrompt = async (c) => { host.log('warn', 'careful'); console.log('via', 'console'); return c.systemPrompt; };")
     result = chain("systemPrompt", [h], PROMPT_CONTEXT)
-    assert [(l["level"], l["message"]) for l in result.trace[0].logs] == [("warn", "careful"), ("info", "via console")]
+    assert [(entry["level"], entry["message"]) for entry in result.trace[0].logs] == [("warn", "careful"), ("info", "via console")]
 
 
 def test_astral_text_travels_both_ways_and_lone_surrogates_come_back_repaired(make_handler, chain):

@@ -2,8 +2,6 @@
 
 import time
 
-
-
 from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
 
 REDACT = "globalThis.middleware.userMessageInbound = async (c) => c.text.replace(/secret/g, '[x]');"
@@ -96,7 +94,10 @@ def test_a_hung_account_does_not_hold_up_another_account(make_handler, chain, po
     hung = threading.Thread(target=chain, args=("systemPrompt", [loop], PROMPT_CONTEXT),
                             kwargs={"account": "villain", "budget_ms": 2000})
     hung.start()
-    time.sleep(0.3)
+    villains_engine = pool.order("villain")[0]
+    deadline = time.monotonic() + 10
+    while pool.ping(villains_engine)["running"] != "villain":   # the loop has the engine
+        assert time.monotonic() < deadline
     started = time.monotonic()
     result = chain("systemPrompt", [good], PROMPT_CONTEXT, account="bystander")
     assert result.value == "base+"

@@ -15,7 +15,6 @@ import pytest
 
 from plugins_app.models import SshHost
 from plugins_app.services import ssh_hosts
-from tests.plugins_app.conftest import example, install  # noqa: F401  (shared fixtures)
 
 SSHD = Path("/usr/sbin/sshd")
 USER = getpass.getuser()

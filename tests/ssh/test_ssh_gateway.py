@@ -9,8 +9,9 @@ import pytest
 from django.utils import timezone
 
 from plugins_app.models import CancelLog, SshTurn, UsageDaily
+from tests.spec_examples import example
 
-from .conftest import example, free_port
+from .conftest import free_port
 
 pytestmark = [pytest.mark.ssh, pytest.mark.django_db]
 

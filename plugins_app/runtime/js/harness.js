@@ -368,7 +368,18 @@
       return { value: copy };
     }
     if (type === "number") {
-      if (typeof value !== "number" || !Number.isFinite(value) || value < 0) return { problem: `${name}: expected a finite number >= 0` };
+      const minimum = spec.minimum[name];
+      if (minimum !== undefined) {
+        if (typeof value !== "number" || !Number.isFinite(value) || value < minimum) return { problem: `${name}: expected a finite number >= ${minimum}` };
+      } else if (typeof value !== "number" || !Number.isFinite(value)) return { problem: `${name}: expected a finite number` };
+      return { value };
+    }
+    if (type === "integer") {
+      if (!Number.isSafeInteger(value)) return { problem: `${name}: expected an integer` };
+      return { value };
+    }
+    if (type === "boolean") {
+      if (typeof value !== "boolean") return { problem: `${name}: expected true or false` };
       return { value };
     }
     return { problem: `${name}: unsupported type ${type}` };

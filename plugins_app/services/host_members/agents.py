@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from plugins_app.errors import InvalidInput, NotFound
 from plugins_app.models import Agent, Installation
-from plugins_app.runtime.context import MAX_ID_LENGTH
+from plugins_app.runtime.context import MAX_ID_LENGTH, is_platform_id
 from plugins_app.services.host import HostCall, member
 
 MAX_NAME_CHARS = 200
 
 
 def check_agent_id(agent_id) -> str:
-    if not isinstance(agent_id, str) or not agent_id or len(agent_id) > MAX_ID_LENGTH or "/" in agent_id:
+    if not is_platform_id(agent_id) or "/" in agent_id:
         raise InvalidInput("agentId", f"expected an id string of 1 to {MAX_ID_LENGTH} characters")
     return agent_id
 
@@ -56,7 +57,7 @@ def get_agent(account, agent_id) -> Agent:
     return agent
 
 
-def list_agents(account, params) -> "QuerySet[Agent]":
+def list_agents(account, params) -> QuerySet[Agent]:
     qs = Agent.objects.filter(account=account).select_related("plugin")
     if params.get("plugin"):
         qs = qs.filter(plugin__slug=params["plugin"])

@@ -56,7 +56,8 @@ def _request_parts(args: list) -> tuple[str, str, dict, bytes | None]:
 
 
 def _read_body(response, deadline: float, limit: int, sock) -> bytes:
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:

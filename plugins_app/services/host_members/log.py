@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 
 from plugins_app.errors import InvalidInput
 from plugins_app.models import Installation, PluginLog
 from plugins_app.runtime.chain import ChainResult
 from plugins_app.runtime.hooks import HookSpec
-from plugins_app.services import execution
 from plugins_app.services.chains import require_hook
 from plugins_app.services.ids import parse_id
 
@@ -37,16 +37,15 @@ def store_logs(account, spec: HookSpec, result: ChainResult) -> None:
 def prune(installation_id: int, limit: int | None = None) -> int:
     """Delete an installation's oldest lines beyond `limit` (HUB_PLUGIN_LOG_LIMIT); returns how many."""
     limit = settings.HUB_PLUGIN_LOG_LIMIT if limit is None else limit
-    cutoff = (PluginLog.objects.filter(installation_id=installation_id).order_by("-id")
-              .values_list("id", flat=True)[limit:limit + 1])
-    cutoff = list(cutoff)
+    cutoff = list(PluginLog.objects.filter(installation_id=installation_id).order_by("-id")
+                  .values_list("id", flat=True)[limit:limit + 1])
     if not cutoff:
         return 0
     deleted, _ = PluginLog.objects.filter(installation_id=installation_id, id__lte=cutoff[0]).delete()
     return deleted
 
 
-def logs(account, params) -> "QuerySet[PluginLog]":
+def logs(account, params) -> QuerySet[PluginLog]:
     """The account's plugin logs, newest first, filtered by installationId, plugin, level, hook."""
     qs = PluginLog.objects.filter(account=account)
     if params.get("installationId"):
@@ -62,6 +61,3 @@ def logs(account, params) -> "QuerySet[PluginLog]":
         qs = qs.filter(hook=params["hook"])
     return qs.order_by("-created_at", "-id")
 
-
-if store_logs not in execution.LOG_SINKS:
-    execution.LOG_SINKS.append(store_logs)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from plugins_app.errors import HubError
-from plugins_app.runtime.chain import MAX_HOPS, HostError
-from plugins_app.runtime.context import MAX_ID_LENGTH
+from plugins_app.runtime.chain import SESSION_HOP_LIMIT, HostError
+from plugins_app.runtime.context import MAX_ID_LENGTH, is_platform_id
 from plugins_app.runtime.tier import PoolExhausted
 from plugins_app.services import execution, platform
 from plugins_app.services.host import HostCall, member
@@ -15,7 +15,7 @@ PLATFORM_TIMEOUT_SECONDS = 4
 
 def _session_of(call: HostCall) -> tuple[str, str | None]:
     spec = call.spec
-    if not spec.session_field or call.hop > MAX_HOPS:
+    if not spec.session_field or call.hop > SESSION_HOP_LIMIT:
         raise HostError("host.session is not available here")
     return call.context[spec.session_field], call.context.get(spec.agent_field) if spec.agent_field else None
 
@@ -29,7 +29,7 @@ def peer_send(call: HostCall, args: list) -> dict:
                         "the hook does not say which agent is sending")
     target = args[0] if args else None
     text = args[1] if len(args) > 1 else None
-    if not isinstance(target, str) or not target or len(target) > MAX_ID_LENGTH:
+    if not is_platform_id(target):
         raise HostError(f"host.session.peer.send: the target must be a session id of 1 to {MAX_ID_LENGTH} characters")
     if not isinstance(text, str):
         raise HostError("host.session.peer.send: the text must be a string")

@@ -1,12 +1,15 @@
-"""Django admin for accounts, their API keys and memberships, scoped to the user's accounts."""
+"""Django admin for accounts, their API keys and memberships, scoped to the user's accounts.
+
+It lives with the hub's other admin pages (and their per-account scoping) so that the accounts app
+imports nothing from plugins_app: plugins_app depends on accounts, never the reverse."""
 from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
-from plugins_app.admin.scoping import AccountScopedAdmin, admin_account_ids, is_operator, per_object_action
+from accounts.models import Account, ApiKey, Membership
+from accounts.services import users_addable_by
 
-from .models import Account, ApiKey, Membership
-from .services import users_addable_by
+from .scoping import AccountScopedAdmin, admin_account_ids, is_operator, per_object_action
 
 
 @admin.register(Account)
