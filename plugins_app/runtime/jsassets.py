@@ -50,7 +50,7 @@ def web_polyfills_source() -> str:
     )) + "\n;1"
 
 
-@lru_cache(maxsize=None)
+@cache
 def web_polyfills_bundle_source() -> str:
     """structuredClone, URL, AbortController and the SHA digests, bundled from npm by js/build-polyfills.sh.
     Evaluated before lockdown(): core-js keeps its internal state by assigning over WeakMap methods,
