@@ -23,6 +23,26 @@ PERMISSION_CHOICES = [(p, p) for p in ALL_PERMISSIONS]
 MAX_UPLOAD_BYTES = MAX_SOURCE_CHARS * 4   # UTF-8; the character limit is checked when compiling
 
 
+def take_upload(form: forms.Form, data: dict) -> bool:
+    """An uploaded file becomes `data`'s source (its extension sets the language); False when the
+    upload was refused (the error is on the form)."""
+    upload = data.get("upload")
+    if not upload:
+        return True
+    if upload.size > MAX_UPLOAD_BYTES:
+        form.add_error("upload", f"the file is over {MAX_UPLOAD_BYTES // 1024} KiB")
+        return False
+    try:
+        data["source"] = upload.read().decode("utf-8")
+    except UnicodeDecodeError:
+        form.add_error("upload", "the file is not UTF-8 text")
+        return False
+    suffix = "." + upload.name.rsplit(".", 1)[-1].lower() if "." in upload.name else ""
+    if suffix in EXTENSIONS:
+        data["language"] = EXTENSIONS[suffix]
+    return True
+
+
 def source_digest(source: str, language: str) -> str:
     """What the admin reviewed: a new source or language needs a new review before installing."""
     return hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()
@@ -57,19 +77,8 @@ class InstallForm(AccountChoiceMixin, forms.Form):
 
     def clean(self):
         data = super().clean()
-        upload = data.get("upload")
-        if upload:
-            if upload.size > MAX_UPLOAD_BYTES:
-                self.add_error("upload", f"the file is over {MAX_UPLOAD_BYTES // 1024} KiB")
-                return data
-            try:
-                data["source"] = upload.read().decode("utf-8")
-            except UnicodeDecodeError:
-                self.add_error("upload", "the file is not UTF-8 text")
-                return data
-            suffix = "." + upload.name.rsplit(".", 1)[-1].lower() if "." in upload.name else ""
-            if suffix in EXTENSIONS:
-                data["language"] = EXTENSIONS[suffix]
+        if not take_upload(self, data):
+            return data
         if not (data.get("source") or "").strip():
             self.add_error("source", "paste the plugin's source or upload a file")
         return data

@@ -6,7 +6,7 @@ from django import forms
 
 from plugins_app.models import Plugin
 
-from .forms import EXTENSIONS, MAX_UPLOAD_BYTES
+from .forms import take_upload
 
 
 class DraftForm(forms.Form):
@@ -20,18 +20,8 @@ class DraftForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        upload = data.get("upload")
-        if upload:
-            if upload.size > MAX_UPLOAD_BYTES:
-                self.add_error("upload", f"the file is over {MAX_UPLOAD_BYTES // 1024} KiB")
-                return data
-            try:
-                data["source"] = upload.read().decode("utf-8")
-            except UnicodeDecodeError:
-                self.add_error("upload", "the file is not UTF-8 text")
-                return data
-            suffix = "." + upload.name.rsplit(".", 1)[-1].lower() if "." in upload.name else ""
-            data["language"] = EXTENSIONS.get(suffix, data.get("language"))
+        if not take_upload(self, data):
+            return data
         if not (data.get("source") or "").strip():
             self.add_error("source", "paste the new source or upload a file")
         return data
