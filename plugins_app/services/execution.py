@@ -79,6 +79,12 @@ def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *
     """`versions`: {installation id: the version that ran}, written on the warnings and the cancel."""
     versions = versions or {}
     warnings = []
+
+    def warning(t, kind: str, message: str) -> HandlerWarning:
+        return HandlerWarning(account=account, hook=spec.name, installation_id=int(t.installation_id),
+                              plugin_slug=t.plugin, kind=kind, message=message,
+                              plugin_version=versions.get(t.installation_id))
+
     for t in result.trace:
         if t.status == "quarantined":
             if t.quarantined_until is not None:   # not for a call held back behind a running one
@@ -89,14 +95,9 @@ def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *
             if quarantine.record_misbehaviour(account.pk, t.installation_id, t.crash or "timeout", t.warning or ""):
                 quarantined()
         if t.status in WARNING_STATUSES:
-            warnings.append(HandlerWarning(account=account, hook=spec.name, installation_id=int(t.installation_id),
-                                           plugin_slug=t.plugin, kind=t.status, message=t.warning or t.status,
-                                           plugin_version=versions.get(t.installation_id)))
+            warnings.append(warning(t, t.status, t.warning or t.status))
         if t.engine_restarted:
-            warnings.append(HandlerWarning(account=account, hook=spec.name, installation_id=int(t.installation_id),
-                                           plugin_slug=t.plugin, kind=HandlerWarning.Kind.ENGINE_RESTART,
-                                           message=t.warning or "engine replaced",
-                                           plugin_version=versions.get(t.installation_id)))
+            warnings.append(warning(t, HandlerWarning.Kind.ENGINE_RESTART, t.warning or "engine replaced"))
     if warnings or result.cancellation:
         _write_audit(account, spec, context, result, warnings, hop=hop, turn_id=turn_id,
                      version=versions.get(result.cancellation.installation_id) if result.cancellation else None)

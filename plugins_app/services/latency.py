@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import atexit
 import logging
 import math
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from datetime import time as day_time
 
-from django.conf import settings
-from django.db import IntegrityError, close_old_connections, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from plugins_app.models import LatencyHistogram
+
+from .buffered import BufferedWriter
 
 logger = logging.getLogger(__name__)
 
@@ -112,19 +111,16 @@ def window_starts(minute: int) -> dict[str, datetime]:
             Resolution.DAY: local.replace(hour=0, minute=0, second=0, microsecond=0)}
 
 
-class LatencyRecorder:
+class LatencyRecorder(BufferedWriter):
     """Adds are cheap (a dict update per handler); flush() writes each pending minute into its
     minute, hour and day rows in one transaction, so a failed write is kept whole for the next."""
 
-    def __init__(self):
-        self._pending: dict[tuple, Window] = {}
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._pruned_at = 0.0
+    thread_name = "hub-latency"
 
-    @property
-    def interval(self) -> float:
-        return float(getattr(settings, "HUB_METERING_FLUSH_SECONDS", 2.0))
+    def __init__(self):
+        super().__init__()
+        self._pending: dict[tuple, Window] = {}
+        self._pruned_at = 0.0
 
     def record(self, account_id: int, hook: str, trace) -> None:
         """One chain's trace: each entry's plugin, status and duration."""
@@ -138,10 +134,7 @@ class LatencyRecorder:
                 if window is None:
                     window = self._pending[key] = Window()
                 window.add(entry.status, entry.duration_ms)
-        if self.interval <= 0:
-            self.flush()
-        else:
-            self._ensure_thread()
+        self.added()
 
     def flush(self) -> int:
         with self._lock:
@@ -179,28 +172,11 @@ class LatencyRecorder:
             deleted += LatencyHistogram.objects.filter(resolution=resolution, start__lt=now - keep).delete()[0]
         return deleted
 
-    def _ensure_thread(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        with self._lock:
-            if self._thread is not None and self._thread.is_alive():
-                return
-            self._thread = threading.Thread(target=self._loop, name="hub-latency", daemon=True)
-            self._thread.start()
-            atexit.register(self.flush)
-
-    def _loop(self) -> None:
-        stop = threading.Event()
-        while not stop.wait(self.interval):
-            try:
-                self.flush()
-                if time.monotonic() - self._pruned_at > PRUNE_EVERY_SECONDS:
-                    self._pruned_at = time.monotonic()
-                    self.prune()
-            except Exception:
-                logger.exception("latency flush or prune failed")
-            finally:
-                close_old_connections()
+    def periodic(self) -> None:
+        self.flush()
+        if time.monotonic() - self._pruned_at > PRUNE_EVERY_SECONDS:
+            self._pruned_at = time.monotonic()
+            self.prune()
 
 
 def _save(row: LatencyHistogram, window: Window) -> None:

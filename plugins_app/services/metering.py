@@ -2,33 +2,29 @@
 
 from __future__ import annotations
 
-import atexit
 import logging
-import threading
 from collections import defaultdict
 
-from django.conf import settings
-from django.db import IntegrityError, close_old_connections, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from plugins_app.models import UsageDaily
 
+from .buffered import BufferedWriter
+
 logger = logging.getLogger(__name__)
 
 
-class Meter:
+class Meter(BufferedWriter):
     """Adds are cheap (a dict update); flush() writes one upsert per (account, plugin, hook, day).
     With HUB_METERING_FLUSH_SECONDS = 0 every add is written at once."""
 
-    def __init__(self):
-        self._pending: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+    thread_name = "hub-metering"
 
-    @property
-    def interval(self) -> float:
-        return float(getattr(settings, "HUB_METERING_FLUSH_SECONDS", 2.0))
+    def __init__(self):
+        super().__init__()
+        self._pending: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
 
     def add_runs(self, account_id: int, hook: str, runs: list[tuple[str, float]]):
         """One chain's handler runs: (plugin slug, ms) each."""
@@ -40,10 +36,7 @@ class Meter:
                 row = self._pending[(account_id, plugin_slug, hook, day)]
                 row[0] += 1
                 row[1] += duration_ms
-        if self.interval <= 0:
-            self.flush()
-        else:
-            self._ensure_thread()
+        self.added()
 
     def flush(self) -> int:
         with self._lock:
@@ -71,24 +64,6 @@ class Meter:
                 UsageDaily.objects.create(runs=runs, total_ms=total_ms, **lookup)
         except IntegrityError:   # another process created the row first
             UsageDaily.objects.filter(**lookup).update(runs=F("runs") + runs, total_ms=F("total_ms") + total_ms)
-
-    def _ensure_thread(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        with self._lock:
-            if self._thread is not None and self._thread.is_alive():
-                return
-            self._thread = threading.Thread(target=self._loop, name="hub-metering", daemon=True)
-            self._thread.start()
-            atexit.register(self.flush)
-
-    def _loop(self) -> None:
-        stop = threading.Event()
-        while not stop.wait(self.interval):
-            try:
-                self.flush()
-            finally:
-                close_old_connections()
 
 
 meter = Meter()
