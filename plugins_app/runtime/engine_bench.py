@@ -16,8 +16,10 @@ async def bench(engine: Engine, job: Job) -> dict[str, Any]:
     first = await engine.run(run)
     if "missing" in first or "loadError" in first:
         return first
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     result = first
     for _ in range(job.message["n"]):
         result = await engine.run(run)
-    return {"seconds": time.perf_counter() - started, "n": job.message["n"], "sample": result["context"]}
+    # CPU time too: on a shared VM the wall clock also counts time the host gave to others.
+    return {"seconds": time.perf_counter() - started, "cpuSeconds": time.process_time() - cpu_started,
+            "n": job.message["n"], "sample": result["context"]}

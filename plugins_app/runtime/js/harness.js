@@ -5,6 +5,7 @@
 (() => {
   "use strict";
 
+  const { freeze } = Object;
   const LEVELS = ["debug", "info", "warn", "error"];
   let table = null;            // hook name -> {mutable, types, nullable, cancellable}
   let limits = null;           // {maxReason, maxValueChars, maxLogs, maxLogChars}
@@ -171,12 +172,19 @@
   const { digests } = globalThis.__webPolyfills;
   let drbgKey = new Uint8Array(32);
   let drbgCounter = 0;
+  let freshSeed = null;   // hashed in at the next draw: most chains never draw, and a hash per chain shows
   function reseed(hex) {
+    freshSeed = hex;
+  }
+  function mixFreshSeed() {
+    const hex = freshSeed;
+    freshSeed = null;
     const fresh = new Uint8Array(hex.length / 2);
     for (let i = 0; i < fresh.length; i++) fresh[i] = parseInt(hex.substr(i * 2, 2), 16);
     drbgKey = digests["SHA-256"].create().update(drbgKey).update(fresh).digest();
   }
   function randomBytes(length) {
+    if (freshSeed !== null) mixFreshSeed();
     const out = new Uint8Array(length);
     const block = new Uint8Array(8);
     for (let offset = 0; offset < length; offset += 32) {
@@ -313,7 +321,7 @@
   // getter, a proxy trap, a species constructor or a toJSON can't answer differently later), and
   // the copies are what is checked and sent on.
   function interpret(spec, result, inv, record) {
-    if (result !== null && (typeof result === "object" || typeof result === "function") && inv.tokens.has(result)) {
+    if (result !== null && (typeof result === "object" || typeof result === "function") && inv.tokens !== null && inv.tokens.has(result)) {
       if (!spec.cancellable) return { malformed: "this hook cannot be cancelled" };
       return { cancel: inv.tokens.get(result) };
     }
@@ -387,14 +395,16 @@
 
   async function invoke(entry, req, context, record) {
     const spec = table[req.hook];
-    const inv = { id: ++invocationSeq, run: req.seq, handler: entry.id, tokens: new WeakMap(), over: false };
+    const inv = { id: ++invocationSeq, run: req.seq, handler: entry.id, tokens: null, over: false };
+    // Object.freeze is harden here: an arrow function has no prototype of its own to reach.
     const tools = spec.cancellable
-      ? harden({ cancel: (reason) => {
-          const token = harden({});
+      ? freeze({ cancel: freeze((reason) => {
+          const token = freeze({});
+          if (inv.tokens === null) inv.tokens = new WeakMap();
           inv.tokens.set(token, wellFormed(clip(reason === undefined ? "" : safeString(reason), limits.maxReason), record));
           return token;
-        } })
-      : harden({});
+        }) })
+      : NO_TOOLS;
     entry.slot.host = undefined;
     entry.slot.make = () => makeHost(entry, inv, req.host, record);
     startTimers(entry.slot);
@@ -416,6 +426,7 @@
   }
 
   const EXPIRED = harden({});
+  const NO_TOOLS = harden({});
 
   async function runChain(req) {
     const spec = table[req.hook];
