@@ -145,8 +145,8 @@ async def _attempt(engine: Engine, iso: Isolate, job: Job, batch: list, context:
         answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes)
     lost = False
     try:
-        iso.queue.post(f"__hub.run({wire.js_string(payload)})", answered=False)
-        iso.queue.post("__hub.poll()", early=answer)
+        iso.queue.post_call(iso.run_chain_fn, wire.dumps(payload).decode(), answered=False)
+        iso.queue.post_call(iso.poll_fn, early=answer)
         raw, answered = await _answer(engine, iso, state, budget)
         if answered:
             return {"answeredEarly": True}
@@ -185,7 +185,7 @@ async def _follow(engine: Engine, iso: Isolate, state, budget: float, raw) -> di
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
                     await engine.host_activity.wait()
-        iso.queue.post("__hub.poll()")
+        iso.queue.post_call(iso.poll_fn)
         raw, _ = await _answer(engine, iso, state, budget)
 
 

@@ -57,6 +57,7 @@ class Isolate:
         self.queue: EvalQueue | None = None
         self.stack = contextlib.AsyncExitStack()
         self._progress: memoryview | None = None
+        self.run_chain_fn = self.poll_fn = None   # __hub.run and __hub.poll
         self.loaded: dict[str, str] = {}   # "account/installation" -> code hash held here
 
     async def start(self) -> Isolate:
@@ -76,6 +77,11 @@ class Isolate:
         seed = json.dumps(os.urandom(32).hex())   # the isolate's entropy: V8 inside SES has none
         await self.eval(f"__hub.init({json.dumps(hook_table_json())}, {json.dumps(self.limits.as_json())}, {seed}); 1", 5)
         self._progress = await self.eval("__hub.progressBuffer", 5)
+        # Chains start and are read by calls, not by evaluating source: a chain's request would
+        # make every start a new script to compile.
+        self.run_chain_fn = await self.eval("__hub.run", 5)
+        self.poll_fn = await self.eval("__hub.poll", 5)
+        self.queue.prepare_calls(await self.eval("[]", 5))
         return self
 
     async def eval(self, code: str, timeout: float):

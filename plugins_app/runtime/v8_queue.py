@@ -127,6 +127,7 @@ class EvalQueue:
         object.__setattr__(self._ctx, "handle_callback_from_v8", route)
         self._outstanding: deque = deque()   # code handles, kept alive until answered
         self._unanswered: list = []          # the same, for evaluations whose value is dropped
+        self._no_arguments = None            # post_call's argument list: an empty JS array
 
     def post(self, code: str, answered: bool = True, early: Early | None = None) -> None:
         """Queue `code` on the isolate's thread. With `early`, its value is offered to `early` on
@@ -136,6 +137,23 @@ class EvalQueue:
         handle = self._ctx._python_to_value_handle(code)
         self._ctx._dll.mr_eval(self._ctx._ctx, handle.raw, _ANSWERED if answered else _UNANSWERED)
         (self._outstanding if answered else self._unanswered).append(handle)
+
+    def prepare_calls(self, empty_array) -> None:
+        """Give post_call its (empty) argument list: a JS array no plugin can reach."""
+        self._no_arguments = self._ctx._python_to_value_handle(empty_array)
+
+    def post_call(self, function, this: str = "", answered: bool = True, early: Early | None = None) -> None:
+        """Queue a call of the JS `function` (a JSFunction) with the string `this` as its receiver
+        and no arguments: unlike post(), nothing is compiled, however `this` varies from call to call."""
+        if self._no_arguments is None:
+            raise RuntimeError("prepare_calls() first")
+        if early is not None:
+            self._results.early = early
+        function_handle = self._ctx._python_to_value_handle(function)
+        this_handle = self._ctx._python_to_value_handle(this)
+        self._ctx._dll.mr_call_function(self._ctx._ctx, function_handle.raw, this_handle.raw, self._no_arguments.raw,
+                                        _ANSWERED if answered else _UNANSWERED)
+        (self._outstanding if answered else self._unanswered).append((function_handle, this_handle))
 
     async def wait(self, timeout: float) -> bool:
         """True once the oldest outstanding evaluation has answered (take_ready() then has it)."""

@@ -40,7 +40,3 @@ def _has_surrogate(text: str) -> bool:
     except UnicodeEncodeError:
         return True
 
-
-def js_string(obj: Any) -> str:
-    """`obj` as JSON, quoted as a JavaScript string literal (for embedding in evaluated code)."""
-    return json.dumps(dumps(obj).decode())

@@ -93,3 +93,25 @@ def test_closing_an_isolate_stops_a_loop_that_never_yields_after_an_await():
     started = time.process_time()
     time.sleep(0.3)
     assert time.process_time() - started < 0.1   # no thread of this process is still spinning
+
+
+def test_a_call_gets_its_string_receiver_and_keeps_its_place_among_evaluations():
+    async def body(mr, q):
+        q.prepare_calls(await mr.eval_cancelable("[]"))
+        record = await mr.eval_cancelable("var seen = []; (function () { seen.push(this); return this.length; })")
+        q.post("seen.push('eval'); 0", answered=False)
+        q.post_call(record, 'a "quoted" \\u2028 receiver')   # nothing compiled: any text passes as is
+        q.post_call(record, "", answered=False)
+        q.post("seen.join('|')")
+        return await _next(q), await _next(q)
+    assert run(body) == (len('a "quoted" \\u2028 receiver'), 'eval|a "quoted" \\u2028 receiver|')
+
+
+def test_a_call_before_its_arguments_were_prepared_is_refused():
+    async def body(mr, q):
+        fn = await mr.eval_cancelable("(function () { return 1; })")
+        try:
+            q.post_call(fn, "x")
+        except RuntimeError as exc:
+            return str(exc)
+    assert run(body) == "prepare_calls() first"

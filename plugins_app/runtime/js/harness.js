@@ -476,6 +476,28 @@
     return { context: current, cancellation };
   }
 
+  function start(reqJson) {
+    const req = JSON.parse(reqJson);
+    if (typeof req.entropy === "string") reseed(req.entropy);
+    const missing = req.handlers.filter((h) => {
+      const entry = plugins.get(keyOf(req.account, h.id));
+      return entry === undefined || entry.hash !== h.hash;
+    }).map((h) => h.id);
+    if (missing.length) {
+      run = { missing };
+      return null;
+    }
+    run = { index: -1, started: 0, trace: [], done: null, expire: null, invocation: 0, contextJson: null };
+    progress[0] = req.seq;
+    progress[1] = 0;
+    progress[2] = -1;
+    runChain(req).then(
+      (r) => { run.done = r; },
+      (e) => { run.done = { fatal: describeThrown(e) }; },
+    );
+    return null;
+  }
+
   globalThis.__hub = harden({
     init(tableJson, limitsJson, seedHex) {
       table = JSON.parse(tableJson);
@@ -490,26 +512,10 @@
     progressBuffer,
     // Starts a chain; its synchronous part runs now, the rest as microtasks after this eval.
     // Python reads the outcome with poll(), queued right behind: {missing} if code must be loaded.
-    run(reqJson) {
-      const req = JSON.parse(reqJson);
-      if (typeof req.entropy === "string") reseed(req.entropy);
-      const missing = req.handlers.filter((h) => {
-        const entry = plugins.get(keyOf(req.account, h.id));
-        return entry === undefined || entry.hash !== h.hash;
-      }).map((h) => h.id);
-      if (missing.length) {
-        run = { missing };
-        return null;
-      }
-      run = { index: -1, started: 0, trace: [], done: null, expire: null, invocation: 0, contextJson: null };
-      progress[0] = req.seq;
-      progress[1] = 0;
-      progress[2] = -1;
-      runChain(req).then(
-        (r) => { run.done = r; },
-        (e) => { run.done = { fatal: describeThrown(e) }; },
-      );
-      return null;
+    // The request (JSON) is the receiver: the engine calls this rather than evaluating source, so
+    // no chain start is a new script to compile.
+    run() {
+      return start(typeof this === "string" ? this : "");
     },
     poll() {
       if (run === null) return JSON.stringify({ idle: true });
