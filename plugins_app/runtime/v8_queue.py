@@ -18,6 +18,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from py_mini_racer import MiniRacer
 
@@ -127,7 +128,7 @@ class EvalQueue:
         object.__setattr__(self._ctx, "handle_callback_from_v8", route)
         self._outstanding: deque = deque()   # code handles, kept alive until answered
         self._unanswered: list = []          # the same, for evaluations whose value is dropped
-        self._no_arguments = None            # post_call's argument list: an empty JS array
+X
 
     def post(self, code: str, answered: bool = True, early: Early | None = None) -> None:
         """Queue `code` on the isolate's thread. With `early`, its value is offered to `early` on
