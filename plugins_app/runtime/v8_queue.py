@@ -128,7 +128,7 @@ class EvalQueue:
         object.__setattr__(self._ctx, "handle_callback_from_v8", route)
         self._outstanding: deque = deque()   # code handles, kept alive until answered
         self._unanswered: list = []          # the same, for evaluations whose value is dropped
-X
+        self._no_arguments: Any = None       # post_call's argument list: an empty JS array
 
     def post(self, code: str, answered: bool = True, early: Early | None = None) -> None:
         """Queue `code` on the isolate's thread. With `early`, its value is offered to `early` on
