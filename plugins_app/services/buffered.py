@@ -7,13 +7,15 @@ import logging
 import threading
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 
 logger = logging.getLogger(__name__)
+BATCH = 200   # pending keys written per transaction
 
 
 class BufferedWriter:
-    """Subclasses keep their adds under `_lock` and write them in `flush()`; `added()` after each add
+    """Subclasses keep their adds under `_lock`, and say how to take them (`take_pending`), write one
+    (`write_one`) and keep one that failed for the next flush (`keep`). `added()` after each add
     writes at once when HUB_METERING_FLUSH_SECONDS is 0, or makes sure the flushing thread runs."""
 
     thread_name = "hub-buffered-writer"
@@ -26,8 +28,50 @@ class BufferedWriter:
     def interval(self) -> float:
         return float(getattr(settings, "HUB_METERING_FLUSH_SECONDS", 2.0))
 
-    def flush(self) -> int:
+    def take_pending(self) -> dict:
         raise NotImplementedError
+
+    def write_one(self, key, value) -> None:
+        raise NotImplementedError
+
+    def keep(self, key, value) -> None:
+        """Put back what could not be written (called under no lock)."""
+        raise NotImplementedError
+
+    def flush(self) -> int:
+        """Writes every pending key; returns how many there were. Keys go in batches, one commit
+        each: with a thousand accounts, a commit per key kept SQLite's one writer busy for long
+        stretches, and the requests that write (first calls) waited behind it. Each key has its own
+        savepoint, so a failed one is undone and kept alone."""
+        with self._lock:
+            pending = list(self.take_pending().items())
+        for start in range(0, len(pending), BATCH):
+            batch = pending[start:start + BATCH]
+            failed = []
+            try:
+                with transaction.atomic():
+                    for key, value in batch:
+                        try:
+                            with transaction.atomic():
+                                self.write_one(key, value)
+                        except Exception:
+                            logger.exception("%s: a write failed; kept for the next flush", self.thread_name)
+                            failed.append((key, value))
+            except Exception:   # the commit failed (a deferred constraint): nothing of the batch was written
+                logger.warning("%s: a batch failed at commit; writing its keys one by one", self.thread_name)
+                failed = [(key, value) for key, value in batch if not self._write_alone(key, value)]
+            for key, value in failed:
+                self.keep(key, value)
+        return len(pending)
+
+    def _write_alone(self, key, value) -> bool:
+        try:
+            with transaction.atomic():
+                self.write_one(key, value)
+            return True
+        except Exception:
+            logger.exception("%s: a write failed; kept for the next flush", self.thread_name)
+            return False
 
     def periodic(self) -> None:
         """What the thread does every interval."""

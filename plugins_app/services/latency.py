@@ -113,7 +113,7 @@ def window_starts(minute: int) -> dict[str, datetime]:
 
 class LatencyRecorder(BufferedWriter):
     """Adds are cheap (a dict update per handler); flush() writes each pending minute into its
-    minute, hour and day rows in one transaction, so a failed write is kept whole for the next."""
+    minute, hour and day rows under one savepoint, so a failed write is kept whole for the next."""
 
     thread_name = "hub-latency"
 
@@ -136,21 +136,19 @@ class LatencyRecorder(BufferedWriter):
                 window.add(entry.status, entry.duration_ms)
         self.added()
 
-    def flush(self) -> int:
+    def take_pending(self) -> dict:
+        pending, self._pending = self._pending, {}
+        return pending
+
+    def write_one(self, key, value) -> None:
+        self._write(*key, value)
+
+    def keep(self, key, value) -> None:
         with self._lock:
-            pending, self._pending = self._pending, {}
-        for key, window in pending.items():
-            try:
-                self._write(*key, window)
-            except Exception:
-                logger.exception("latency write failed; keeping %s runs for the next flush", window.runs)
-                with self._lock:
-                    kept = self._pending.get(key)
-                    self._pending[key] = window if kept is None else kept.merge(window)
-        return len(pending)
+            kept = self._pending.get(key)
+            self._pending[key] = value if kept is None else kept.merge(value)
 
     @staticmethod
-    @transaction.atomic
     def _write(account_id, slug, hook, minute, window: Window) -> None:
         for resolution, start in window_starts(minute).items():
             lookup = dict(account_id=account_id, plugin_slug=slug, hook=hook, resolution=resolution, start=start)

@@ -38,19 +38,18 @@ class Meter(BufferedWriter):
                 row[1] += duration_ms
         self.added()
 
-    def flush(self) -> int:
+    def take_pending(self) -> dict:
+        pending, self._pending = self._pending, defaultdict(lambda: [0, 0.0])
+        return pending
+
+    def write_one(self, key, value) -> None:
+        self._write(*key, *value)
+
+    def keep(self, key, value) -> None:
         with self._lock:
-            pending, self._pending = self._pending, defaultdict(lambda: [0, 0.0])
-        for (account_id, slug, hook, day), (runs, total_ms) in pending.items():
-            try:
-                self._write(account_id, slug, hook, day, runs, total_ms)
-            except Exception:
-                logger.exception("metering write failed; keeping %s runs for the next flush", runs)
-                with self._lock:
-                    row = self._pending[(account_id, slug, hook, day)]
-                    row[0] += runs
-                    row[1] += total_ms
-        return len(pending)
+            row = self._pending[key]
+            row[0] += value[0]
+            row[1] += value[1]
 
     @staticmethod
     def _write(account_id, slug, hook, day, runs, total_ms) -> None:
