@@ -85,8 +85,15 @@ def _epoch(moment) -> float | None:
 
 
 def load_chains(account_id: int) -> dict[str, list[Handler]]:
+    # Only what a Handler needs: the whole rows (sources, schemas, JSON fields) cost more to build
+    # the query for and to decode than the read itself, on every account's first call.
     entries = list(ChainEntry.objects.filter(account_id=account_id, installation__enabled=True)
-                   .select_related("installation__plugin").order_by("hook", "position", "id"))
+                   .select_related("installation__plugin").order_by("hook", "position", "id")
+                   .only("hook", "installation__settings", "installation__granted_permissions",
+                         "installation__quarantined_until", "installation__slow_lane_until",
+                         "installation__live_version", "installation__mode", "installation__shadow_version",
+                         "installation__plugin__slug", "installation__plugin__code_hash",
+                         "installation__plugin__compiled_js"))
     chains: dict[str, list[Handler]] = {}
     handlers: dict[int, Handler] = {}
     drafts = _shadowed_drafts({e.installation_id for e in entries if e.installation.shadow_version is not None})
