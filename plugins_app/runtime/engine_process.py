@@ -131,7 +131,8 @@ class Engine:
                 "accounts": sorted({key.split("/", 1)[0] for key in iso.loaded}) if iso else [],
                 "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs),
                 "running": self.running.message.get("account") if self.running else None,
-                "holding": self.state.holder if self.state else None, "busy": self._busy(), **self.misses}
+                "holding": self.state.holder if self.state else None, "busy": self._busy(),
+                "chainStarts": self.run_seq, **self.misses}
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
     def _admit(self, client: Client, message: dict) -> None:

@@ -61,6 +61,16 @@ async def run_chain(engine: Engine, job: Job) -> RunResult:
         iso = await engine.ready_isolate()
         batch = handlers[offset:]
         try:
+            # Compartments this isolate is known to lack are loaded first: finding out by a start
+            # that answers `missing` would cost an account's first call a round trip to V8.
+            unloaded = [h["id"] for h in batch if iso.loaded.get(f"{account}/{h['id']}") != h["hash"]]
+            if unloaded:
+                try:
+                    absent = await _load(engine, iso, account, unloaded, hashes)
+                except _LoadError as exc:
+                    return {"loadError": str(exc)}
+                if absent:
+                    return {"missing": absent}
             outcome = await _attempt(engine, iso, job, batch, context, early=offset == 0)
             if "missing" in outcome:
                 try:

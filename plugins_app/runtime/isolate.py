@@ -15,7 +15,7 @@ from py_mini_racer._exc import JSOOMException
 
 from . import jsassets, wire
 from .hooks import HOOKS
-from .protocol import Limits
+from .protocol import CrashKind, Limits
 from .v8_queue import EvalQueue
 
 _HEADER = struct.Struct("<4id")   # the harness's progress header: seq, index, checkpoint length/index, started
@@ -82,6 +82,12 @@ class Isolate:
         self.run_chain_fn = await self.eval("__hub.run", 5)
         self.poll_fn = await self.eval("__hub.poll", 5)
         self.queue.prepare_calls(await self.eval("[]", 5))
+        # One result through the queue tells it the isolate's thread (whose priority a handler that
+        # holds the isolate loses): an account's first chain may load code before its first start.
+        self.queue.post("0")
+        if not await self.queue.wait(5):
+            raise IsolateLost(CrashKind.CRASHED.value)
+        self.queue.take_ready()
         return self
 
     async def eval(self, code: str, timeout: float):

@@ -175,3 +175,17 @@ def test_code_is_sent_with_a_first_call_and_asked_for_when_an_engine_lacks_it(on
     # the engine's "missing" answer brings it anyway.
     tier.mark_shipped("stranger", [(good.installation_id, good.code_hash)])
     assert run_chain(tier, "stranger", HOOKS["systemPrompt"], [good], PROMPT_CONTEXT).value == "base+"
+
+
+def test_a_first_call_loads_its_compartments_before_starting_the_chain_once(one_engine, make_handler):
+    _, tier = one_engine
+    handlers = [make_handler(APPEND), make_handler(APPEND)]
+    address = tier.engines[0]
+    before = tier.ping(address)
+    assert run_chain(tier, "newcomer", HOOKS["systemPrompt"], handlers, PROMPT_CONTEXT).value == "base++"
+    after = tier.ping(address)
+    # Not a start that answers "missing", then the load, then a second start.
+    assert after["chainStarts"] - before["chainStarts"] == 1
+    assert after["compartments"] - before["compartments"] == 2
+    assert run_chain(tier, "newcomer", HOOKS["systemPrompt"], handlers, PROMPT_CONTEXT).value == "base++"
+    assert tier.ping(address)["chainStarts"] - after["chainStarts"] == 1
