@@ -54,9 +54,9 @@ class Compiler:
             self.probe = await Isolate(self.engine.memory_mb, self.engine.limits, _no_host).start()
         probe_id = "probe-" + hashlib.sha256(code.encode()).hexdigest()[:16]
         try:
-            hooks = json.loads(await self.probe.eval(
-                f"__hub.load('probe', {json.dumps(probe_id)}, 'probe', {json.dumps(code)}, '{{}}')",
-                LOAD_TIMEOUT_SECONDS))
+            installation = json.dumps(["probe", probe_id, "probe", code, {}])
+            hooks = json.loads(await self.probe.eval(f"__hub.load.call({json.dumps(installation)})",
+                                                     LOAD_TIMEOUT_SECONDS))
             await self.probe.eval(f"__hub.unload('probe', {json.dumps(probe_id)}); 1", LOAD_TIMEOUT_SECONDS)
         except TimeoutError:
             await self._drop_probe()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -283,8 +282,14 @@ class Engine:
                 self.misses["codeCacheMisses"] += 1
                 continue
             self.code.move_to_end(f"{account}/{inst_id}")
-            args = [account, inst_id, item["hash"], item["code"], wire.dumps(item.get("config") or {}).decode()]
-            await iso.eval(f"__hub.load({', '.join(json.dumps(a) for a in args)})", LOAD_TIMEOUT_SECONDS)
+            queue = iso.queue
+            assert queue is not None, "a started isolate has its queue"
+            queue.post_call(iso.load_fn, wire.dumps(
+                [account, inst_id, item["hash"], item["code"], item.get("config") or {}]).decode())
+            if not await queue.wait(LOAD_TIMEOUT_SECONDS):
+                # Its top level still runs on the isolate's thread: the caller replaces the isolate.
+                raise TimeoutError(f"its top-level code did not finish within {LOAD_TIMEOUT_SECONDS:g} s")
+            queue.take_ready()   # raises what the load threw
             iso.loaded[f"{account}/{inst_id}"] = item["hash"]
         return absent
 

@@ -101,8 +101,14 @@ async def run_chain(engine: Engine, job: Job) -> RunResult:
 async def _load(engine: Engine, iso: Isolate, account: str, missing: list, hashes: dict) -> list:
     try:
         return await engine.load_missing(iso, account, missing, hashes)
-    except (TimeoutError, JSEvalException) as exc:
+    except JSOOMException:
+        await engine.replace_isolate()
+        raise _LoadError("its top-level code exceeded the isolate's memory limit") from None
+    except JSEvalException as exc:
         raise _LoadError(str(exc)[:500]) from None
+    except TimeoutError as exc:
+        await engine.replace_isolate()
+        raise _LoadError(str(exc)) from None
 
 
 class _LoadError(Exception):

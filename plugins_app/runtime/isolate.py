@@ -57,7 +57,7 @@ class Isolate:
         self.queue: EvalQueue | None = None
         self.stack = contextlib.AsyncExitStack()
         self._progress: memoryview | None = None
-        self.run_chain_fn = self.poll_fn = None   # __hub.run and __hub.poll
+        self.run_chain_fn = self.poll_fn = self.load_fn = None   # __hub.run, __hub.poll and __hub.load
         self.loaded: dict[str, str] = {}   # "account/installation" -> code hash held here
 
     async def start(self) -> Isolate:
@@ -80,6 +80,7 @@ class Isolate:
         # Chains start and are read by calls, not by evaluating source: a chain's request would
         # make every start a new script to compile.
         self.run_chain_fn = await self.eval("__hub.run", 5)
+        self.load_fn = await self.eval("__hub.load", 5)
         self.poll_fn = await self.eval("__hub.poll", 5)
         self.queue.prepare_calls(await self.eval("[]", 5))
         # One result through the queue tells it the isolate's thread (whose priority a handler that

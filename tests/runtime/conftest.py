@@ -6,7 +6,7 @@ import pytest
 
 from plugins_app.runtime.chain import Handler, run_chain
 from plugins_app.runtime.hooks import HOOKS
-from plugins_app.runtime.supervisor import local_supervisor
+from plugins_app.runtime.supervisor import Supervisor, local_supervisor
 
 _ids = itertools.count(1)
 
@@ -46,3 +46,13 @@ def chain(pool):
 
 PROMPT_CONTEXT = {"sessionId": "1", "agentId": "2", "sessionKind": "direct", "systemPrompt": "base"}
 INBOUND_CONTEXT = {"sessionId": "1", "channelId": None, "text": "hello", "mediaIds": []}
+
+
+@pytest.fixture
+def one_engine(tmp_path):
+    """A supervisor with one engine (no lane) and its tier."""
+    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=0).start()
+    tier = supervisor.tier()
+    yield supervisor, tier
+    tier.shutdown()
+    supervisor.stop()

@@ -7,8 +7,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from plugins_app.runtime.chain import run_chain
 from plugins_app.runtime.hooks import HOOKS
 from plugins_app.runtime.supervisor import Supervisor
@@ -18,15 +16,6 @@ from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
 
 APPEND = "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '+';"
 WEDGE = "globalThis.middleware.systemPrompt = async (c) => { await null; while (true) {} };"
-
-
-@pytest.fixture
-def one_engine(tmp_path):
-    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=0).start()
-    tier = supervisor.tier()
-    yield supervisor, tier
-    tier.shutdown()
-    supervisor.stop()
 
 
 def test_accounts_in_one_isolate_see_neither_each_others_globals_nor_prototypes(one_engine, make_handler):

@@ -505,8 +505,10 @@
       reseed(seedHex);
     },
     // Loads (or reloads) one installation's compiled code; returns the hooks it defines.
-    load(account, id, hash, code, configJson) {
-      return JSON.stringify(load(account, id, hash, code, JSON.parse(configJson)));
+    // The installation comes as the receiver, JSON [account, id, hash, code, config]: no script to compile.
+    load() {
+      const [account, id, hash, code, config] = JSON.parse(typeof this === "string" ? this : "[]");
+      return JSON.stringify(load(account, id, hash, code, config));
     },
     unload(account, id) { plugins.delete(keyOf(account, id)); },
     progressBuffer,
