@@ -51,7 +51,7 @@ class Job:
 
 
 class Engine:
-    def __init__(self, memory_mb: int, limits: protocol.Limits, spare: bool = True):
+    def __init__(self, memory_mb: int, limits: protocol.Limits, spare: bool = True, nice: int = 0):
         self.memory_mb = memory_mb
         self.limits = limits
         self.keep_spare = spare
@@ -73,8 +73,11 @@ class Engine:
         self.misses = {"compartmentMisses": 0, "codeCacheMisses": 0}
         self._bounce_timer: asyncio.TimerHandle | None = None
         self.only_client: Client | None = None   # a private engine's one connection
-        self.base_nice = os.getpriority(os.PRIO_PROCESS, 0)
+        # A lane engine runs JavaScript at a lower priority, but only on its isolates' threads: the
+        # thread that watches budgets and answers must keep its time on a busy machine.
+        self.base_nice = min(os.getpriority(os.PRIO_PROCESS, 0) + nice, DEMOTED_NICE)
         self.compiler = Compiler(self)
+        self._closing: set[asyncio.Task] = set()   # replaced isolates still being closed
 
     # -- connections ---------------------------------------------------------------------------
     def listen(self, listener: socket.socket) -> None:
@@ -233,7 +236,10 @@ class Engine:
 
     # -- isolates ------------------------------------------------------------------------------
     async def new_isolate(self) -> Isolate:
-        return await Isolate(self.memory_mb, self.limits, self.host_call).start()
+        iso = await Isolate(self.memory_mb, self.limits, self.host_call).start()
+        if self.base_nice != os.getpriority(os.PRIO_PROCESS, 0):
+            self._set_nice(iso, self.base_nice)
+        return iso
 
     async def ready_isolate(self) -> Isolate:
         if self.isolate is None:
@@ -252,11 +258,19 @@ class Engine:
         old, self.isolate = self.isolate, None
         self.replaced += 1
         if old is not None:
-            try:
-                await old.close()
-            except RuntimeError:
-                os._exit(3)   # V8 did not stop: only a new process is certain to
+            # Closed in the background: the caller's answer must not wait for the old isolate's
+            # thread to notice it was stopped (slow when it was demoted and the machine is busy).
+            closing = asyncio.get_running_loop().create_task(self._close(old))
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
         await self.ready_isolate()
+
+    @staticmethod
+    async def _close(iso: Isolate) -> None:
+        try:
+            await iso.close()
+        except RuntimeError:
+            os._exit(3)   # V8 did not stop: only a new process is certain to
 
     # -- code ------------------------------------------------------------------------------------
     def remember(self, account: str, code: dict) -> None:
@@ -344,11 +358,9 @@ async def serve(engine: Engine, listener: socket.socket | None, conn: Connection
 def main() -> None:
     args = dict(arg.split("=", 1) for arg in sys.argv[1:])
     nice = int(os.environ.get("HUB_ENGINE_NICE", "0"))
-    if nice:
-        os.nice(nice)
     limits = protocol.Limits(**wire.loads(os.environ.get("HUB_ENGINE_LIMITS", "{}")))
     memory_mb = int(os.environ.get("HUB_ISOLATE_MEMORY_MB", protocol.DEFAULT_ISOLATE_MEMORY_MB))
-    engine = Engine(memory_mb, limits, spare=os.environ.get("HUB_ENGINE_SPARE", "1") != "0")
+    engine = Engine(memory_mb, limits, spare=os.environ.get("HUB_ENGINE_SPARE", "1") != "0", nice=nice)
     listener = socket.socket(fileno=int(args["listen"])) if "listen" in args else None
     conn = Connection(int(args["conn"])) if "conn" in args else None
     if conn is not None:

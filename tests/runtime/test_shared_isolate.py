@@ -178,3 +178,14 @@ def test_a_first_call_loads_its_compartments_before_starting_the_chain_once(one_
     assert after["compartments"] - before["compartments"] == 2
     assert run_chain(tier, "newcomer", HOOKS["systemPrompt"], handlers, PROMPT_CONTEXT).value == "base++"
     assert tier.ping(address)["chainStarts"] - after["chainStarts"] == 1
+
+
+def test_a_lane_engine_lowers_its_isolates_thread_but_not_the_thread_that_watches_budgets(tmp_path, request):
+    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=1).start()
+    tier = supervisor.tier()
+    request.addfinalizer(lambda: (tier.shutdown(), supervisor.stop()))
+    lane_pid, engine_pid = tier.ping(tier.lane[0])["pid"], tier.ping(tier.engines[0])["pid"]
+    main_thread_nice = int(Path(f"/proc/{lane_pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+    assert main_thread_nice == 0
+    assert 10 in _thread_nices(lane_pid)        # its isolates' threads (the current one and the spare)
+    assert _thread_nices(engine_pid) == {0}     # a shared engine lowers nothing
