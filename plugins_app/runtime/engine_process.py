@@ -75,6 +75,7 @@ class Engine:
         self.only_client: Client | None = None   # a private engine's one connection
         # A lane engine runs JavaScript at a lower priority, but only on its isolates' threads: the
         # thread that watches budgets and answers must keep its time on a busy machine.
+        self.lowered = nice > 0
         self.base_nice = min(os.getpriority(os.PRIO_PROCESS, 0) + nice, DEMOTED_NICE)
         self.compiler = Compiler(self)
         self._closing: set[asyncio.Task] = set()   # replaced isolates still being closed
@@ -237,7 +238,7 @@ class Engine:
     # -- isolates ------------------------------------------------------------------------------
     async def new_isolate(self) -> Isolate:
         iso = await Isolate(self.memory_mb, self.limits, self.host_call).start()
-        if self.base_nice != os.getpriority(os.PRIO_PROCESS, 0):
+        if self.lowered:
             self._set_nice(iso, self.base_nice)
         return iso
 

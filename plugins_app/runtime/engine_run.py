@@ -61,25 +61,17 @@ async def run_chain(engine: Engine, job: Job) -> RunResult:
         iso = await engine.ready_isolate()
         batch = handlers[offset:]
         try:
-            # Compartments this isolate is known to lack are loaded first: finding out by a start
-            # that answers `missing` would cost an account's first call a round trip to V8.
-            unloaded = [h["id"] for h in batch if iso.loaded.get(f"{account}/{h['id']}") != h["hash"]]
-            if unloaded:
-                try:
-                    absent = await _load(engine, iso, account, unloaded, hashes)
-                except _LoadError as exc:
-                    return {"loadError": str(exc)}
-                if absent:
-                    return {"missing": absent}
-            outcome = await _attempt(engine, iso, job, batch, context, early=offset == 0)
-            if "missing" in outcome:
-                try:
-                    absent = await _load(engine, iso, account, outcome["missing"], hashes)
-                except _LoadError as exc:
-                    return {"loadError": str(exc)}
-                if absent:
-                    return {"missing": absent}
+            # Compartments this isolate is known to lack are loaded before the start: finding out
+            # from a start that answers `missing` would cost a first call a second start. The
+            # harness still says `missing` if it lacks one after all; that is loaded and tried once more.
+            wanted = [h["id"] for h in batch if iso.loaded.get(f"{account}/{h['id']}") != h["hash"]]
+            for _ in range(2):
+                if wanted and (problem := await _load(engine, iso, account, wanted, hashes)):
+                    return problem
                 outcome = await _attempt(engine, iso, job, batch, context, early=offset == 0)
+                if "missing" not in outcome:
+                    break
+                wanted = outcome["missing"]
         except IsolateLost as lost:
             await engine.replace_isolate()
             if lost.kind == CrashKind.CRASHED.value:   # the harness failed, not a handler: blame nobody
@@ -90,7 +82,7 @@ async def run_chain(engine: Engine, job: Job) -> RunResult:
             if offset >= len(handlers):
                 return {"done": True, "trace": trace, "context": context, "cancellation": None}
             continue
-        if "loadError" in outcome or "missing" in outcome or outcome.get("answeredEarly"):
+        if "missing" in outcome or outcome.get("answeredEarly"):
             return outcome
         if outcome.get("cancellation"):
             outcome["cancellation"]["index"] += offset
@@ -98,21 +90,20 @@ async def run_chain(engine: Engine, job: Job) -> RunResult:
         return outcome
 
 
-async def _load(engine: Engine, iso: Isolate, account: str, missing: list, hashes: dict) -> list:
+async def _load(engine: Engine, iso: Isolate, account: str, ids: list, hashes: dict) -> dict | None:
+    """Loads `ids` into the isolate: None once they are there, else the answer to give instead
+    ({"missing"} for code the engine's cache lacks, {"loadError"} for code that failed to load)."""
     try:
-        return await engine.load_missing(iso, account, missing, hashes)
+        absent = await engine.load_missing(iso, account, ids, hashes)
     except JSOOMException:
         await engine.replace_isolate()
-        raise _LoadError("its top-level code exceeded the isolate's memory limit") from None
+        return {"loadError": "its top-level code exceeded the isolate's memory limit"}
     except JSEvalException as exc:
-        raise _LoadError(str(exc)[:500]) from None
-    except TimeoutError as exc:
+        return {"loadError": str(exc)[:500]}
+    except TimeoutError as exc:   # its top level still runs on the isolate's thread
         await engine.replace_isolate()
-        raise _LoadError(str(exc)) from None
-
-
-class _LoadError(Exception):
-    pass
+        return {"loadError": str(exc)}
+    return {"missing": absent} if absent else None
 
 
 def _where(iso: Isolate, state) -> tuple[int, dict | None]:

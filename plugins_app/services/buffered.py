@@ -47,24 +47,18 @@ class BufferedWriter:
             pending = list(self.take_pending().items())
         for start in range(0, len(pending), BATCH):
             batch = pending[start:start + BATCH]
-            failed = []
             try:
                 with transaction.atomic():
-                    for key, value in batch:
-                        try:
-                            with transaction.atomic():
-                                self.write_one(key, value)
-                        except Exception:
-                            logger.exception("%s: a write failed; kept for the next flush", self.thread_name)
-                            failed.append((key, value))
+                    failed = [(key, value) for key, value in batch if not self._written(key, value)]
             except Exception:   # the commit failed (a deferred constraint): nothing of the batch was written
                 logger.warning("%s: a batch failed at commit; writing its keys one by one", self.thread_name)
-                failed = [(key, value) for key, value in batch if not self._write_alone(key, value)]
+                failed = [(key, value) for key, value in batch if not self._written(key, value)]
             for key, value in failed:
                 self.keep(key, value)
         return len(pending)
 
-    def _write_alone(self, key, value) -> bool:
+    def _written(self, key, value) -> bool:
+        """Writes one key under its own atomic block: a savepoint inside a batch, a transaction alone."""
         try:
             with transaction.atomic():
                 self.write_one(key, value)

@@ -140,16 +140,14 @@ class LatencyRecorder(BufferedWriter):
         pending, self._pending = self._pending, {}
         return pending
 
-    def write_one(self, key, value) -> None:
-        self._write(*key, value)
 
     def keep(self, key, value) -> None:
         with self._lock:
             kept = self._pending.get(key)
             self._pending[key] = value if kept is None else kept.merge(value)
 
-    @staticmethod
-    def _write(account_id, slug, hook, minute, window: Window) -> None:
+    def write_one(self, key, window: Window) -> None:
+        account_id, slug, hook, minute = key
         for resolution, start in window_starts(minute).items():
             lookup = dict(account_id=account_id, plugin_slug=slug, hook=hook, resolution=resolution, start=start)
             row = LatencyHistogram.objects.select_for_update().filter(**lookup).first()

@@ -42,17 +42,14 @@ class Meter(BufferedWriter):
         pending, self._pending = self._pending, defaultdict(lambda: [0, 0.0])
         return pending
 
-    def write_one(self, key, value) -> None:
-        self._write(*key, *value)
-
     def keep(self, key, value) -> None:
         with self._lock:
             row = self._pending[key]
             row[0] += value[0]
             row[1] += value[1]
 
-    @staticmethod
-    def _write(account_id, slug, hook, day, runs, total_ms) -> None:
+    def write_one(self, key, value) -> None:
+        (account_id, slug, hook, day), (runs, total_ms) = key, value
         lookup = dict(account_id=account_id, plugin_slug=slug, hook=hook, day=day)
         updated = UsageDaily.objects.filter(**lookup).update(runs=F("runs") + runs,
                                                             total_ms=F("total_ms") + total_ms)

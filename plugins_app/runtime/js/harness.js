@@ -198,8 +198,9 @@
   // Read through the intrinsic getters, so a subclass or a proxy can't lie about what it is.
   const TypedArrayProto = Object.getPrototypeOf(Uint8Array.prototype);
   const typedArrayName = Object.getOwnPropertyDescriptor(TypedArrayProto, Symbol.toStringTag).get;
-  const typedArrayBytes = (view) => {
-    const get = (name) => Object.getOwnPropertyDescriptor(TypedArrayProto, name).get.call(view);
+  const viewBytes = (view) => {   // a typed array's or a DataView's bytes, without a copy
+    const proto = typedArrayName.call(view) !== undefined ? TypedArrayProto : DataView.prototype;
+    const get = (name) => Object.getOwnPropertyDescriptor(proto, name).get.call(view);
     return new Uint8Array(get("buffer"), get("byteOffset"), get("byteLength"));
   };
   const INTEGER_ARRAYS = ["Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array",
@@ -211,11 +212,7 @@
   }
   function bufferSourceCopy(data) {
     try {
-      if (ArrayBuffer.isView(data)) {
-        const proto = typedArrayName.call(data) !== undefined ? TypedArrayProto : DataView.prototype;
-        const get = (name) => Object.getOwnPropertyDescriptor(proto, name).get.call(data);
-        return new Uint8Array(get("buffer"), get("byteOffset"), get("byteLength")).slice();
-      }
+      if (ArrayBuffer.isView(data)) return viewBytes(data).slice();
       return new Uint8Array(ArrayBuffer.prototype.slice.call(data, 0));
     } catch (e) {
       throw new TypeError("crypto.subtle.digest: data must be an ArrayBuffer, a typed array or a DataView");
@@ -227,7 +224,7 @@
       if (!INTEGER_ARRAYS.includes(name)) {
         throw domError("TypeMismatchError", "crypto.getRandomValues: the argument must be an integer typed array");
       }
-      const target = typedArrayBytes(array);
+      const target = viewBytes(array);
       if (target.length > 65536) {
         throw domError("QuotaExceededError", `crypto.getRandomValues: ${target.length} bytes is over the 65536 limit`);
       }
