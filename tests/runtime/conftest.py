@@ -48,11 +48,21 @@ PROMPT_CONTEXT = {"sessionId": "1", "agentId": "2", "sessionKind": "direct", "sy
 INBOUND_CONTEXT = {"sessionId": "1", "channelId": None, "text": "hello", "mediaIds": []}
 
 
-@pytest.fixture
-def one_engine(tmp_path):
-    """A supervisor with one engine (no lane) and its tier."""
-    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=0).start()
+def _supervised(tmp_path, lane: int):
+    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=lane).start()
     tier = supervisor.tier()
     yield supervisor, tier
     tier.shutdown()
     supervisor.stop()
+
+
+@pytest.fixture
+def one_engine(tmp_path):
+    """A supervisor with one engine (no lane) and its tier."""
+    yield from _supervised(tmp_path, lane=0)
+
+
+@pytest.fixture
+def engine_and_lane(tmp_path):
+    """A supervisor with one shared engine and one lane engine, and its tier."""
+    yield from _supervised(tmp_path, lane=1)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from plugins_app.runtime.chain import run_chain
 from plugins_app.runtime.hooks import HOOKS
-from plugins_app.runtime.supervisor import Supervisor
 from plugins_app.runtime.tier import PROJECT_ROOT
 
 from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
@@ -118,10 +117,8 @@ def test_a_busy_engine_sends_another_account_elsewhere(make_handler, chain, pool
     hog.join(10)
 
 
-def test_another_call_of_a_handler_holding_its_engine_skips_it_instead_of_waiting(tmp_path, make_handler, request):
-    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=1).start()
-    tier = supervisor.tier()
-    request.addfinalizer(lambda: (tier.shutdown(), supervisor.stop()))
+def test_another_call_of_a_handler_holding_its_engine_skips_it_instead_of_waiting(engine_and_lane, make_handler):
+    _, tier = engine_and_lane
     hog = make_handler("globalThis.middleware.systemPrompt = async (c) => {"
                        " const t = Date.now(); while (Date.now() - t < 4500) {} return c.systemPrompt + '!'; };")
     good = make_handler(APPEND)
@@ -146,12 +143,12 @@ def test_another_call_of_a_handler_holding_its_engine_skips_it_instead_of_waitin
     assert second.value == "base+"
 
 
+def _nice(stat: Path) -> int:
+    return int(stat.read_text().rsplit(")", 1)[1].split()[16])   # field 19: nice
+
+
 def _thread_nices(pid: int) -> set[int]:
-    nices = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        stat = (task / "stat").read_text()
-        nices.add(int(stat.rsplit(")", 1)[1].split()[16]))   # field 19: nice
-    return nices
+    return {_nice(task / "stat") for task in Path(f"/proc/{pid}/task").iterdir()}
 
 
 def test_code_is_sent_with_a_first_call_and_asked_for_when_an_engine_lacks_it(one_engine, make_handler):
@@ -180,12 +177,9 @@ def test_a_first_call_loads_its_compartments_before_starting_the_chain_once(one_
     assert tier.ping(address)["chainStarts"] - after["chainStarts"] == 1
 
 
-def test_a_lane_engine_lowers_its_isolates_thread_but_not_the_thread_that_watches_budgets(tmp_path, request):
-    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=1).start()
-    tier = supervisor.tier()
-    request.addfinalizer(lambda: (tier.shutdown(), supervisor.stop()))
+def test_a_lane_engine_lowers_its_isolates_thread_but_not_the_thread_that_watches_budgets(engine_and_lane):
+    _, tier = engine_and_lane
     lane_pid, engine_pid = tier.ping(tier.lane[0])["pid"], tier.ping(tier.engines[0])["pid"]
-    main_thread_nice = int(Path(f"/proc/{lane_pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
-    assert main_thread_nice == 0
+    assert _nice(Path(f"/proc/{lane_pid}/stat")) == 0   # the main thread
     assert 10 in _thread_nices(lane_pid)        # its isolates' threads (the current one and the spare)
     assert _thread_nices(engine_pid) == {0}     # a shared engine lowers nothing
