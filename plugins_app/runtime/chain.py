@@ -131,8 +131,7 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
             return _finish(spec, context, dict(context), None, _skipped(spec, handlers, held_back, context, trace_values, now))
     if "loadError" in reply:
         return _finish(spec, context, dict(context), None, _skipped(spec, handlers, held_back + [
-            HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0, f"could not load: {reply['loadError']}")
-            for h in runnable], context, trace_values, now))
+            _load_failed(h, reply) for h in runnable], context, trace_values, now))
     trace = held_back + [_trace(spec, by_id[t["id"]], t) for t in reply["trace"]]
     cancellation = None
     if reply.get("cancellation"):
@@ -174,6 +173,16 @@ def _request(tier: Tier, account_key: str, request: RunRequest, by_id: dict[str,
     if reply.get("fatal"):
         raise EngineDown(CrashKind.CRASHED.value)
     return reply
+
+
+def _load_failed(handler: Handler, reply: RunResult) -> HandlerTrace:
+    warning = f"could not load: {reply['loadError']}"
+    if reply.get("loadCulprit") != handler.installation_id:
+        return HandlerTrace(handler.installation_id, handler.plugin, "error", False, 0.0, warning)
+    # Its code cost the isolate: a wedge counts as a timeout (towards quarantine), as in a chain.
+    crash = reply.get("loadCrash")
+    status = "timeout" if crash == CrashKind.WEDGED.value else "error"
+    return HandlerTrace(handler.installation_id, handler.plugin, status, False, 0.0, warning, crash=crash)
 
 
 def _code(by_id: dict[str, Handler], ids) -> dict:

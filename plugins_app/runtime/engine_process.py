@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 import uvloop
+from py_mini_racer._exc import JSOOMException
 
 from . import protocol, wire
 from .engine_compile import Compiler
 from .engine_run import DEMOTED_NICE, RunState, run_chain
-from .isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
+from .isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost, LoadCostIsolate
 from .members import UNCHARGED_MEMBERS
-from .protocol import Op
+from .protocol import CrashKind, Op
 
 BUSY_SECONDS = 0.02          # a chain holding the isolate longer than this sends newcomers elsewhere
 MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewhere
@@ -303,8 +304,13 @@ class Engine:
                 [account, inst_id, item["hash"], item["code"], item.get("config") or {}]).decode())
             if not await queue.wait(LOAD_TIMEOUT_SECONDS):
                 # Its top level still runs on the isolate's thread: the caller replaces the isolate.
-                raise TimeoutError(f"its top-level code did not finish within {LOAD_TIMEOUT_SECONDS:g} s")
-            queue.take_ready()   # raises what the load threw
+                raise LoadCostIsolate(CrashKind.WEDGED.value, inst_id,
+                                      f"its top-level code did not finish within {LOAD_TIMEOUT_SECONDS:g} s")
+            try:
+                queue.take_ready()   # raises what the load threw
+            except JSOOMException:
+                raise LoadCostIsolate(CrashKind.MEMORY.value, inst_id,
+                                      "its top-level code exceeded the isolate's memory limit") from None
             iso.loaded[f"{account}/{inst_id}"] = item["hash"]
         return absent
 

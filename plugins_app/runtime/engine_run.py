@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from py_mini_racer._exc import JSEvalException, JSOOMException
 
 from . import wire
-from .isolate import Isolate, IsolateLost
+from .isolate import Isolate, IsolateLost, LoadCostIsolate
 from .protocol import CrashKind, Op, RunResult, TraceEntry
 from .v8_queue import Early
 
@@ -95,14 +95,11 @@ async def _load(engine: Engine, iso: Isolate, account: str, ids: list, hashes: d
     ({"missing"} for code the engine's cache lacks, {"loadError"} for code that failed to load)."""
     try:
         absent = await engine.load_missing(iso, account, ids, hashes)
-    except JSOOMException:
+    except LoadCostIsolate as exc:   # named, so it counts against that installation like a wedge
         await engine.replace_isolate()
-        return {"loadError": "its top-level code exceeded the isolate's memory limit"}
+        return {"loadError": str(exc), "loadCrash": exc.kind, "loadCulprit": exc.installation}
     except JSEvalException as exc:
         return {"loadError": str(exc)[:500]}
-    except TimeoutError as exc:   # its top level still runs on the isolate's thread
-        await engine.replace_isolate()
-        return {"loadError": str(exc)}
     return {"missing": absent} if absent else None
 
 

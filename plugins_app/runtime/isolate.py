@@ -33,6 +33,14 @@ class IsolateLost(Exception):
         self.checkpoint: dict | None = None  # the chain's {context, trace} before it
 
 
+class LoadCostIsolate(Exception):
+    """Loading `installation`'s code left the isolate unusable (`kind`, a CrashKind value)."""
+
+    def __init__(self, kind: str, installation: str, message: str):
+        super().__init__(message)
+        self.kind, self.installation = kind, installation
+
+
 def hook_table_json() -> str:
     table = {}
     for spec in HOOKS.values():

@@ -101,6 +101,8 @@ class RunResult(TypedDict, total=False):
     trace: list[TraceEntry]
     missing: list[str]          # installation ids whose code the engine needs
     loadError: str
+    loadCrash: str              # with loadError: a CrashKind value when that load cost the isolate...
+    loadCulprit: str            # ...and the installation whose code did it
     busy: bool                  # refused without running: try another engine
     lane: bool                  # ...and it is this account's own chain that keeps the engine busy
 

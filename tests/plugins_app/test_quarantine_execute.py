@@ -2,7 +2,8 @@
 
 import pytest
 
-from plugins_app.models import HandlerWarning, Installation, UsageDaily
+from plugins_app.models import HandlerWarning, Installation, Plugin, UsageDaily
+from plugins_app.services.chains import mark_changed
 
 from .conftest import PROMPT, appender
 
@@ -48,3 +49,23 @@ def test_three_wedges_quarantine_the_installation_and_release_brings_it_back(api
     assert api_client.post(f"/api/v1/plugins/{wedge.pk}/release").status_code == 200
     assert execute(api_client)["trace"][0]["status"] == "timeout"   # it runs again (and still wedges)
     assert Installation.objects.get(pk=wedge.pk).quarantined_until is None
+
+
+@pytest.mark.slow
+def test_code_that_wedges_whenever_it_loads_counts_like_a_wedge_and_is_quarantined(api_client, install, account,
+                                                                                     settings):
+    settings.HUB_QUARANTINE_STRIKES = 3
+    looper = install(appender("!"), name="looper")
+    install(appender("+"), name="good")
+    # Top-level code that never ends once it is past the install-time probe (stored directly here).
+    Plugin.objects.filter(pk=looper.plugin_id).update(compiled_js="while (true) {}", code_hash="f" * 64)
+    mark_changed(account.pk)
+
+    for _ in range(3):
+        trace = execute(api_client)["trace"]
+        assert (trace[0]["status"], "did not finish" in trace[0]["warning"]) == ("timeout", True)
+    looper.refresh_from_db()
+    assert looper.quarantined_until is not None
+    # Skipped from now on, without loading (and so without costing the engine its isolate again).
+    skipped = execute(api_client)
+    assert skipped["trace"][0]["status"] == "quarantined" and skipped["value"] == "base+"
