@@ -15,7 +15,7 @@ from py_mini_racer._exc import JSOOMException
 
 from . import jsassets, wire
 from .hooks import HOOKS
-from .protocol import CrashKind, Limits
+from .protocol import Limits
 from .v8_queue import EvalQueue
 
 _HEADER = struct.Struct("<4id")   # the harness's progress header: seq, index, checkpoint length/index, started
@@ -91,12 +91,7 @@ class Isolate:
         self.load_fn = await self.eval("__hub.load", 5)
         self.poll_fn = await self.eval("__hub.poll", 5)
         self.queue.prepare_calls(await self.eval("[]", 5))
-        # One result through the queue tells it the isolate's thread (whose priority a handler that
-        # holds the isolate loses): an account's first chain may load code before its first start.
-        self.queue.post("0")
-        if not await self.queue.wait(5):
-            raise IsolateLost(CrashKind.CRASHED.value)
-        self.queue.take_ready()
+        assert self.queue.thread_id is not None, "the evaluations above called back from the isolate's thread"
         return self
 
     async def eval(self, code: str, timeout: float):

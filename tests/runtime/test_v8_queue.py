@@ -1,6 +1,7 @@
 """The engine's pipelined evaluations on mini-racer (v8_queue leans on its internals)."""
 
 import asyncio
+import ctypes
 import threading
 import time
 
@@ -17,8 +18,8 @@ def run(body):
         try:
             return await body(mr, q)
         finally:
-            q.close()
             mr.close()
+            q.close()   # after the isolate: its thread has ended, so its thread state is freed
     return asyncio.run(in_loop())
 
 
@@ -115,3 +116,42 @@ def test_a_call_before_its_arguments_were_prepared_is_refused():
         except RuntimeError as exc:
             return str(exc)
     assert run(body) == "prepare_calls() first"
+
+
+_interpreter = ctypes.PYFUNCTYPE(ctypes.c_void_p)(("PyInterpreterState_Get", ctypes.pythonapi))
+_first_state = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(("PyInterpreterState_ThreadHead", ctypes.pythonapi))
+_next_state = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(("PyThreadState_Next", ctypes.pythonapi))
+
+
+def _thread_states() -> int:
+    count, state = 0, _first_state(_interpreter())
+    while state:
+        count, state = count + 1, _next_state(state)
+    return count
+
+
+def test_the_kept_thread_state_is_one_and_is_freed_once_the_isolate_is_closed():
+    calls_seen = []
+    local = threading.local()
+
+    def answer_for(value):
+        local.calls = getattr(local, "calls", 0) + 1
+        calls_seen.append(local.calls)
+        return None
+
+    async def body():
+        before = _thread_states()
+        mr = MiniRacer()
+        q = EvalQueue(mr)
+        for _ in range(5):
+            q.post("1", early=Early(answer_for, lambda data: None))
+            assert await q.wait(5)
+            q.take_ready()
+        during = _thread_states()
+        mr.close()
+        q.close()
+        return before, during, _thread_states()
+    before, during, after = asyncio.run(body())
+    assert calls_seen == [1, 2, 3, 4, 5]   # one state all along: a fresh one per callback would say 1 each time
+    assert during == before + 1
+    assert after == before
