@@ -18,7 +18,7 @@ from py_mini_racer._exc import JSOOMException
 
 from . import protocol, wire
 from .engine_compile import Compiler
-from .engine_run import DEMOTED_NICE, RunState, run_chain
+from .engine_run import DEMOTED_NICE, RunState, run_chain, start_attempt
 from .isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost, LoadCostIsolate
 from .members import UNCHARGED_MEMBERS
 from .protocol import CrashKind, Op
@@ -49,6 +49,8 @@ class Job:
     client: Client
     message: dict
     started: float = 0.0
+    started_state: RunState | None = None   # set when its chain was started on arrival
+    watch: asyncio.TimerHandle | None = None   # ...and then, when the work loop looks at it at the latest
 
 
 class Engine:
@@ -68,6 +70,7 @@ class Engine:
         self.host_activity = asyncio.Event()
         self.next_call = 0
         self.run_seq = 0
+        self.arrival_starts = 0   # chains started the moment they arrived (see _start_on_arrival)
         self.replaced = 0
         # Handlers whose compartment this engine's isolate lacked, and of those, the ones whose
         # code its cache lacked too (the web process is asked for them): read through status().
@@ -105,7 +108,8 @@ class Engine:
         with contextlib.suppress(Exception):
             asyncio.get_running_loop().remove_reader(client.conn.fileno())
         client.conn.close()
-        self.jobs = deque(j for j in self.jobs if j.client is not client)
+        # A chain started on arrival runs on (its answer goes nowhere): the work loop must take its result.
+        self.jobs = deque(j for j in self.jobs if j.client is not client or j.watch is not None)
 
     def _readable(self, client: Client) -> None:
         try:
@@ -136,7 +140,7 @@ class Engine:
                 "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs),
                 "running": self.running.message.get("account") if self.running else None,
                 "holding": self.state.holder if self.state else None, "busy": self._busy(),
-                "chainStarts": self.run_seq, **self.misses}
+                "chainStarts": self.run_seq, "startsOnArrival": self.arrival_starts, **self.misses}
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
     def _admit(self, client: Client, message: dict) -> None:
@@ -145,7 +149,31 @@ class Engine:
             self._refuse(job)
             return
         self.jobs.append(job)
-        self.jobs_ready.set()
+        if not (len(self.jobs) == 1 and self.running is None and self._start_on_arrival(job)):
+            self.jobs_ready.set()
+
+    def _start_on_arrival(self, job: Job) -> bool:
+        """Starts a warm chain the moment it reaches an idle engine, and lets the work loop sleep
+        until the chain answers. Otherwise the isolate's thread waits for the loop's bookkeeping
+        (its first callback needs the GIL), and the web process waits for both. The loop still looks
+        at the chain within BUSY_SECONDS, to watch its budget."""
+        iso = self.isolate
+        message = job.message
+        if message.get("op") != Op.RUN.value or message.get("code") or iso is None or iso.queue is None:
+            return False
+        try:
+            account, handlers = message["account"], message["handlers"]
+            if any(iso.loaded.get(f"{account}/{h['id']}") != h["hash"] for h in handlers):
+                return False
+            job.started_state = start_attempt(self, iso, job, handlers, message["context"], early=True)
+        except (KeyError, TypeError):   # malformed: the work loop answers it as a fault
+            return False
+        job.started = time.monotonic()
+        self.running = job
+        self.arrival_starts += 1
+        iso.queue.wake_with(self.jobs_ready.set)
+        job.watch = asyncio.get_running_loop().call_later(BUSY_SECONDS, self.jobs_ready.set)
+        return True
 
     def _busy(self) -> bool:
         return self.running is not None and time.monotonic() - self.running.started > BUSY_SECONDS
@@ -205,9 +233,15 @@ class Engine:
                 self.jobs_ready.clear()
                 await self.jobs_ready.wait()
             job = self.jobs.popleft()
-            job.started = time.monotonic()
-            self.running = job
-            self._bounce_timer = asyncio.get_running_loop().call_later(BUSY_SECONDS, self._bounce_waiting)
+            if job.watch is None:
+                job.started = time.monotonic()
+                self.running = job
+            else:   # started on arrival, and running since
+                job.watch.cancel()
+                if self.isolate is not None and self.isolate.queue is not None:
+                    self.isolate.queue.wake_with(None)
+            self._bounce_timer = asyncio.get_running_loop().call_later(
+                max(0.0, BUSY_SECONDS - (time.monotonic() - job.started)), self._bounce_waiting)
             try:
                 reply = await self._execute(job)
             except Exception as exc:  # a fault here must cost one request, never the engine

@@ -136,21 +136,35 @@ def _entry(handler_id: str, status: str, warning: str, duration_ms: float, crash
     return entry
 
 
-async def _attempt(engine: Engine, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> dict:
+def start_attempt(engine: Engine, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> RunState:
+    """Posts the chain's start and the read of its outcome to the isolate's thread. A malformed
+    request raises (KeyError, TypeError) before anything changes."""
     req = job.message
-    engine.run_seq += 1
-    state = engine.state = RunState(seq=engine.run_seq, job=job, handler_ids=[h["id"] for h in batch])
+    seq = engine.run_seq + 1
+    handler_ids = [h["id"] for h in batch]
     payload = {"account": req["account"], "hook": req["hook"], "context": context, "budgetMs": req["budgetMs"],
                "host": req["host"], "traceValues": req.get("traceValues", False), "handlers": batch,
-               "seq": state.seq, "entropy": os.urandom(32).hex()}   # reseeds the isolate's crypto
-    budget = req["budgetMs"] / 1000
+               "seq": seq, "entropy": os.urandom(32).hex()}   # reseeds the isolate's crypto
+    body = wire.dumps(payload).decode()
     answer = None
-    if early and job.message.get("op") == Op.RUN.value:
+    if early and req.get("op") == Op.RUN.value:
         answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes)
+    engine.run_seq = seq
+    state = engine.state = RunState(seq=seq, job=job, handler_ids=handler_ids)
+    iso.queue.post_call(iso.run_chain_fn, body, answered=False)
+    iso.queue.post_call(iso.poll_fn, early=answer)
+    return state
+
+
+async def _attempt(engine: Engine, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> dict:
+    req = job.message
+    budget = req["budgetMs"] / 1000
     lost = False
+    state = job.started_state   # the engine may have started the first attempt on arrival
+    job.started_state = None
+    if state is None:
+        state = start_attempt(engine, iso, job, batch, context, early)
     try:
-        iso.queue.post_call(iso.run_chain_fn, wire.dumps(payload).decode(), answered=False)
-        iso.queue.post_call(iso.poll_fn, early=answer)
         raw, answered = await _answer(engine, iso, state, budget)
         if answered:
             return {"answeredEarly": True}

@@ -80,6 +80,7 @@ class _Results:
         self._ctx = ctx
         self.items: deque = deque()   # [value handle, converted value or _UNCONVERTED, answered early]
         self.early: Early | None = None
+        self.on_wake: Callable[[], None] | None = None   # called (once) when the loop next wakes here
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._loop = asyncio.get_running_loop()
@@ -115,6 +116,9 @@ class _Results:
         except BlockingIOError:
             pass
         self._ready.set()
+        if self.on_wake is not None:
+            on_wake, self.on_wake = self.on_wake, None
+            on_wake()
 
     async def wait(self, timeout: float) -> bool:
         """True once an item is there; False after `timeout`. The event loop serves the engine's
@@ -191,6 +195,10 @@ class EvalQueue:
         self._ctx._dll.mr_call_function(self._ctx._ctx, function_handle.raw, this_handle.raw, self._no_arguments.raw,
                                         _ANSWERED if answered else _UNANSWERED)
         (self._outstanding if answered else self._unanswered).append((function_handle, this_handle))
+
+    def wake_with(self, callback: Callable[[], None] | None) -> None:
+        """Have the event loop call `callback` once, when the next result arrives."""
+        self._results.on_wake = callback
 
     async def wait(self, timeout: float) -> bool:
         """True once the oldest outstanding evaluation has answered (take_ready() then has it)."""

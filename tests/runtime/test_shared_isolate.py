@@ -183,3 +183,48 @@ def test_a_lane_engine_lowers_its_isolates_thread_but_not_the_thread_that_watche
     assert _nice(Path(f"/proc/{lane_pid}/stat")) == 0   # the main thread
     assert 10 in _thread_nices(lane_pid)        # its isolates' threads (the current one and the spare)
     assert _thread_nices(engine_pid) == {0}     # a shared engine lowers nothing
+
+
+def test_a_warm_chain_starts_on_arrival_and_is_still_followed_through_host_calls_and_wedges(one_engine, make_handler):
+    _, tier = one_engine
+    address = tier.engines[0]
+    asks = make_handler("globalThis.middleware.systemPrompt = async (c) => {"
+                        " if (c.systemPrompt === 'spin') { await null; while (true) {} }"
+                        " const r = await host.fetch('https://example.test/'); return c.systemPrompt + r.status; };")
+    host = lambda handler, member, args: {"status": 200, "headers": {}, "body": ""}
+    run = lambda prompt: run_chain(tier, "arrival", HOOKS["systemPrompt"], [asks],
+                                   dict(PROMPT_CONTEXT, systemPrompt=prompt), host=host, budget_ms=300)
+    assert run("cold").value == "cold200"   # its code came with the call: loaded first, started by the loop
+    before = tier.ping(address)
+    # Warm: started on arrival, and not done at its first read (it awaits the host).
+    assert run("warm").value == "warm200"
+    after = tier.ping(address)
+    assert after["startsOnArrival"] - before["startsOnArrival"] == 1
+    # A warm chain that never yields is still caught within its budget, though nothing woke the loop.
+    spun = run("spin")
+    assert (spun.trace[0].status, spun.trace[0].crash, spun.value) == ("timeout", "wedged", "spin")
+    assert tier.ping(address)["replaced"] == after["replaced"] + 1
+    assert run("again").value == "again200"
+
+
+def test_a_chain_started_on_arrival_runs_out_even_if_its_caller_hangs_up(one_engine, make_handler):
+    from plugins_app.runtime import wire
+    from plugins_app.runtime.tier import EngineLink
+    _, tier = one_engine
+    address = tier.engines[0]
+    slow = make_handler("globalThis.middleware.systemPrompt = async (c) => {"
+                        " const t = Date.now(); while (Date.now() - t < 100) {} return 'the caller who left'; };")
+    good = make_handler(APPEND)
+    run_chain(tier, "leaver", HOOKS["systemPrompt"], [slow], PROMPT_CONTEXT)   # warm
+    run_chain(tier, "stayer", HOOKS["systemPrompt"], [good], PROMPT_CONTEXT)
+    before = tier.ping(address)["startsOnArrival"]
+    link = EngineLink.connect(address)
+    link.conn.send_bytes(wire.dumps({
+        "op": "run", "id": 1, "account": "leaver", "hook": "systemPrompt", "context": PROMPT_CONTEXT,
+        "budgetMs": 5000, "host": {"session": None, "workspace": False, "ssh": False},
+        "handlers": [{"id": slow.installation_id, "hash": slow.code_hash}]}))
+    link.close()   # gone while its chain runs
+    # The next caller waits its turn and gets its own value, never the one left behind.
+    assert run_chain(tier, "stayer", HOOKS["systemPrompt"], [good], PROMPT_CONTEXT).value == "base+"
+    status = tier.ping(address)
+    assert status["startsOnArrival"] >= before + 1 and status["running"] is None and status["replaced"] == 0
