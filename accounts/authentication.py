@@ -2,6 +2,7 @@
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 
+from .key_use import recorder as key_use
 from .models import ApiKey
 
 INVALID_KEY_MESSAGE = "invalid or revoked API key"
@@ -40,7 +41,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         api_key = ApiKey.lookup(raw_key)
         if api_key is None:
             raise AuthenticationFailed(INVALID_KEY_MESSAGE)
-        api_key.mark_used()
+        key_use.note(api_key)
         return ApiPrincipal(api_key.account), api_key
 
     def authenticate_header(self, request):

@@ -155,9 +155,17 @@ class ApiKey(models.Model):
     def mark_used(self, now=None):
         """Record use, writing at most once per LAST_USED_RESOLUTION rather than on every request."""
         now = now or timezone.now()
-        if self.last_used_at is not None and now - self.last_used_at < LAST_USED_RESOLUTION:
+        if not self.use_is_news(now):
             return
-        # The conditional filter keeps concurrent requests from all writing.
-        stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
-        ApiKey.objects.filter(stale, pk=self.pk).update(last_used_at=now)
+        ApiKey.write_use(self.pk, now)
         self.last_used_at = now
+
+    def use_is_news(self, now) -> bool:
+        """Whether a use at `now` is worth writing (the one recorded is older than the resolution)."""
+        return self.last_used_at is None or now - self.last_used_at >= LAST_USED_RESOLUTION
+
+    @staticmethod
+    def write_use(pk, now) -> None:
+        # The conditional filter keeps concurrent writers (and late ones) from writing over a recent use.
+        stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+        ApiKey.objects.filter(stale, pk=pk).update(last_used_at=now)

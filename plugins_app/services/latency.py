@@ -12,9 +12,8 @@ from datetime import time as day_time
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.buffered import BufferedWriter
 from plugins_app.models import LatencyHistogram
-
-from .buffered import BufferedWriter
 
 logger = logging.getLogger(__name__)
 

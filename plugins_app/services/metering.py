@@ -9,9 +9,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from accounts.buffered import BufferedWriter
 from plugins_app.models import UsageDaily
-
-from .buffered import BufferedWriter
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from accounts import buffered
 from plugins_app.models import LatencyHistogram, UsageDaily
-from plugins_app.services import buffered
 from plugins_app.services.latency import LatencyRecorder
 from plugins_app.services.metering import Meter
 

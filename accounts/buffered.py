@@ -1,4 +1,4 @@
-"""What metering and latency share: adds kept in memory, written by a thread of the process in batches."""
+"""Adds kept in memory and written by a thread of the process in batches: API key use, metering, latency."""
 
 from __future__ import annotations
 
