@@ -14,22 +14,29 @@ BATCH = 200   # pending keys written per transaction
 
 
 class BufferedWriter:
-    """Subclasses keep their adds under `_lock`, and say how to take them (`take_pending`), write one
-    (`write_one`) and keep one that failed for the next flush (`keep`). `added()` after each add
-    writes at once when HUB_METERING_FLUSH_SECONDS is 0, or makes sure the flushing thread runs."""
+    """Subclasses keep their adds in `_pending` under `_lock`, and say how to write one (`write_one`)
+    and keep one that failed for the next flush (`keep`). `added()` after each add writes at once
+    when HUB_METERING_FLUSH_SECONDS is 0, or makes sure the flushing thread runs."""
 
     thread_name = "hub-buffered-writer"
 
     def __init__(self):
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._pending: dict = self.new_pending()
 
     @property
     def interval(self) -> float:
         return float(getattr(settings, "HUB_METERING_FLUSH_SECONDS", 2.0))
 
+    def new_pending(self) -> dict:
+        """An empty `_pending`."""
+        return {}
+
     def take_pending(self) -> dict:
-        raise NotImplementedError
+        """What is pending, leaving `_pending` empty (called under `_lock`)."""
+        pending, self._pending = self._pending, self.new_pending()
+        return pending
 
     def write_one(self, key, value) -> None:
         raise NotImplementedError

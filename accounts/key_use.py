@@ -15,21 +15,14 @@ class KeyUseRecorder(BufferedWriter):
 
     thread_name = "hub-key-use"
 
-    def __init__(self):
-        super().__init__()
-        self._pending: dict[int, object] = {}   # key pk -> the latest use noted
-
     def note(self, api_key: ApiKey, now=None) -> None:
+        """Keeps `now` as the key's latest use (pending: key pk -> when), unless it is no news."""
         now = now or timezone.now()
         if not api_key.use_is_news(now):
             return
         with self._lock:
             self._pending[api_key.pk] = now
         self.added()
-
-    def take_pending(self) -> dict:
-        pending, self._pending = self._pending, {}
-        return pending
 
     def write_one(self, key, value) -> None:
         ApiKey.write_use(key, value)

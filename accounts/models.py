@@ -152,14 +152,6 @@ class ApiKey(models.Model):
             self.revoked_at = timezone.now()
             self.save(update_fields=["revoked_at"])
 
-    def mark_used(self, now=None):
-        """Record use, writing at most once per LAST_USED_RESOLUTION rather than on every request."""
-        now = now or timezone.now()
-        if not self.use_is_news(now):
-            return
-        ApiKey.write_use(self.pk, now)
-        self.last_used_at = now
-
     def use_is_news(self, now) -> bool:
         """Whether a use at `now` is worth writing (the one recorded is older than the resolution)."""
         return self.last_used_at is None or now - self.last_used_at >= LAST_USED_RESOLUTION

@@ -117,8 +117,7 @@ class LatencyRecorder(BufferedWriter):
     thread_name = "hub-latency"
 
     def __init__(self):
-        super().__init__()
-        self._pending: dict[tuple, Window] = {}
+        super().__init__()   # pending: (account, plugin, hook, minute) -> Window
         self._pruned_at = 0.0
 
     def record(self, account_id: int, hook: str, trace) -> None:
@@ -134,11 +133,6 @@ class LatencyRecorder(BufferedWriter):
                     window = self._pending[key] = Window()
                 window.add(entry.status, entry.duration_ms)
         self.added()
-
-    def take_pending(self) -> dict:
-        pending, self._pending = self._pending, {}
-        return pending
-
 
     def keep(self, key, value) -> None:
         with self._lock:

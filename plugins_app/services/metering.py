@@ -21,9 +21,8 @@ class Meter(BufferedWriter):
 
     thread_name = "hub-metering"
 
-    def __init__(self):
-        super().__init__()
-        self._pending: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
+    def new_pending(self) -> dict:
+        return defaultdict(lambda: [0, 0.0])   # (account, plugin, hook, day) -> [runs, total ms]
 
     def add_runs(self, account_id: int, hook: str, runs: list[tuple[str, float]]):
         """One chain's handler runs: (plugin slug, ms) each."""
@@ -36,10 +35,6 @@ class Meter(BufferedWriter):
                 row[0] += 1
                 row[1] += duration_ms
         self.added()
-
-    def take_pending(self) -> dict:
-        pending, self._pending = self._pending, defaultdict(lambda: [0, 0.0])
-        return pending
 
     def keep(self, key, value) -> None:
         with self._lock:

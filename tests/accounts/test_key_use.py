@@ -50,7 +50,7 @@ def test_a_late_flush_does_not_write_over_a_more_recent_use(account, settings):
     api_key, _ = ApiKey.issue(account)
     now = timezone.now()
     recorder.note(api_key, now=now)
-    api_key.mark_used(now=now + timedelta(seconds=30))   # another process wrote a later use meanwhile
+    ApiKey.write_use(api_key.pk, now + timedelta(seconds=30))   # another process wrote a later use meanwhile
     recorder.flush()
     assert ApiKey.objects.get(pk=api_key.pk).last_used_at == now + timedelta(seconds=30)
 
@@ -62,3 +62,30 @@ def test_a_key_used_within_the_minute_is_not_noted_again(account, settings):
     api_key.last_used_at = timezone.now()
     recorder.note(api_key)
     assert recorder.flush() == 0
+
+
+def test_a_key_use_is_written_at_most_once_a_minute(account):
+    recorder = KeyUseRecorder()   # the tests' settings write each note at once
+    api_key, _ = ApiKey.issue(account)
+    start = timezone.now()
+
+    recorder.note(api_key, now=start)
+    assert ApiKey.objects.get(pk=api_key.pk).last_used_at == start
+
+    recorder.note(api_key, now=start + timedelta(seconds=30))
+    assert ApiKey.objects.get(pk=api_key.pk).last_used_at == start
+
+    later = start + timedelta(seconds=61)
+    recorder.note(api_key, now=later)
+    assert ApiKey.objects.get(pk=api_key.pk).last_used_at == later
+
+
+def test_a_use_noted_from_a_stale_copy_does_not_write_over_a_recent_use(account):
+    recorder = KeyUseRecorder()
+    api_key, _ = ApiKey.issue(account)
+    stale_copy = ApiKey.objects.get(pk=api_key.pk)
+    now = timezone.now()
+    recorder.note(api_key, now=now)
+
+    recorder.note(stale_copy, now=now + timedelta(seconds=5))
+    assert ApiKey.objects.get(pk=api_key.pk).last_used_at == now
