@@ -49,8 +49,8 @@ class Job:
     client: Client
     message: dict
     started: float = 0.0
-    started_state: RunState | None = None   # set when its chain was started on arrival
-    watch: asyncio.TimerHandle | None = None   # ...and then, when the work loop looks at it at the latest
+    started_state: RunState | None = None   # set while its chain, started on arrival, awaits the work loop
+    watch: asyncio.TimerHandle | None = None   # ...which looks at it by then at the latest
 
 
 class Engine:
@@ -109,7 +109,7 @@ class Engine:
             asyncio.get_running_loop().remove_reader(client.conn.fileno())
         client.conn.close()
         # A chain started on arrival runs on (its answer goes nowhere): the work loop must take its result.
-        self.jobs = deque(j for j in self.jobs if j.client is not client or j.watch is not None)
+        self.jobs = deque(j for j in self.jobs if j.client is not client or j.started_state is not None)
 
     def _readable(self, client: Client) -> None:
         try:
@@ -162,8 +162,8 @@ class Engine:
         if message.get("op") != Op.RUN.value or message.get("code") or iso is None or iso.queue is None:
             return False
         try:
-            account, handlers = message["account"], message["handlers"]
-            if any(iso.loaded.get(f"{account}/{h['id']}") != h["hash"] for h in handlers):
+            handlers = message["handlers"]
+            if iso.lacking(message["account"], handlers):
                 return False
             job.started_state = start_attempt(self, iso, job, handlers, message["context"], early=True)
         except (KeyError, TypeError):   # malformed: the work loop answers it as a fault
@@ -233,10 +233,10 @@ class Engine:
                 self.jobs_ready.clear()
                 await self.jobs_ready.wait()
             job = self.jobs.popleft()
-            if job.watch is None:
+            if job.started_state is None:
                 job.started = time.monotonic()
                 self.running = job
-            else:   # started on arrival, and running since
+            elif job.watch is not None:   # started on arrival, and running since
                 job.watch.cancel()
                 if self.isolate is not None and self.isolate.queue is not None:
                     self.isolate.queue.wake_with(None)

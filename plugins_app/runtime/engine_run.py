@@ -64,7 +64,8 @@ async def run_chain(engine: Engine, job: Job) -> RunResult:
             # Compartments this isolate is known to lack are loaded before the start: finding out
             # from a start that answers `missing` would cost a first call a second start. The
             # harness still says `missing` if it lacks one after all; that is loaded and tried once more.
-            wanted = [h["id"] for h in batch if iso.loaded.get(f"{account}/{h['id']}") != h["hash"]]
+            # (A chain the engine started on arrival had nothing to load.)
+            wanted = [] if job.started_state is not None else iso.lacking(account, batch)
             for _ in range(2):
                 if wanted and (problem := await _load(engine, iso, account, wanted, hashes)):
                     return problem

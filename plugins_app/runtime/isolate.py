@@ -94,6 +94,10 @@ class Isolate:
         assert self.queue.thread_id is not None, "the evaluations above called back from the isolate's thread"
         return self
 
+    def lacking(self, account: str, handlers: list) -> list[str]:
+        """The ids of `handlers` ({id, hash}) whose compartment, at that hash, this isolate lacks."""
+        return [h["id"] for h in handlers if self.loaded.get(f"{account}/{h['id']}") != h["hash"]]
+
     async def eval(self, code: str, timeout: float):
         try:
             async with asyncio.timeout(timeout):   # cheaper than wait_for: no extra task per eval
