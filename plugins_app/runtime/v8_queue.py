@@ -54,14 +54,13 @@ class _KeptThreadState:
         self.pointer = _thread_state_get()
         self.thread_id = threading.get_native_id()
 
-    def free(self) -> bool:
+    def free(self) -> None:
         """Frees the state once its thread has ended (a live thread's is never touched)."""
         if self.pointer is None or os.path.exists(f"/proc/self/task/{self.thread_id}"):
-            return False
+            return
         pointer, self.pointer = self.pointer, None
         _thread_state_clear(pointer)
         _thread_state_delete(pointer)
-        return True
 
 
 class Early:
