@@ -2,14 +2,16 @@
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, status
 from rest_framework import serializers as drf_serializers
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from plugins_app.errors import InvalidInput
@@ -19,6 +21,7 @@ from plugins_app.services import catalog, chains, execution, metrics, plugins, q
 
 from . import serializers as s
 from .edge import body, body_field, check_request
+from .renderers import PlainJSONRenderer
 
 
 class AccountView(APIView):
@@ -54,6 +57,9 @@ class HookListView(AccountView):
 
 
 class HookExecuteView(AccountView):
+    renderer_classes = [PlainJSONRenderer, *(cast(type[BaseRenderer], r) for r in api_settings.DEFAULT_RENDERER_CLASSES
+                                             if r is not JSONRenderer)]
+
     @body(s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
           summary="Run the account's chain for a hook")
     def post(self, request, hook):

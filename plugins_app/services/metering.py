@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
+from datetime import date, datetime
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -13,6 +15,20 @@ from accounts.buffered import BufferedWriter
 from plugins_app.models import UsageDaily
 
 logger = logging.getLogger(__name__)
+
+
+_today: tuple = (None, None, None)   # (epoch minute, time zone, that minute's date there)
+
+
+def site_today(now: float | None = None) -> date:
+    """The date in the site's time zone (TIME_ZONE), as metering's days count it. Worked out once a
+    minute: every time zone's day starts on a whole minute, and this runs once per execute call."""
+    global _today
+    now = time.time() if now is None else now
+    minute, zone = int(now // 60), timezone.get_default_timezone()
+    if _today[:2] != (minute, zone):
+        _today = (minute, zone, datetime.fromtimestamp(minute * 60, tz=zone).date())
+    return _today[2]
 
 
 class Meter(BufferedWriter):
@@ -28,7 +44,7 @@ class Meter(BufferedWriter):
         """One chain's handler runs: (plugin slug, ms) each."""
         if not runs:
             return
-        day = timezone.localdate()
+        day = site_today()
         with self._lock:
             for plugin_slug, duration_ms in runs:
                 row = self._pending[(account_id, plugin_slug, hook, day)]

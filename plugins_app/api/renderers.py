@@ -1,0 +1,30 @@
+"""A JSON renderer for the execute call's answer: orjson's bytes where they match DRF's, DRF's otherwise."""
+
+import orjson
+from rest_framework.renderers import JSONRenderer
+
+# Anything beyond plain JSON types goes to `_refuse`, so DRF's encoder renders it as it always has.
+_PLAIN_ONLY = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def _refuse(value):
+    raise TypeError(type(value).__name__)
+
+
+class PlainJSONRenderer(JSONRenderer):
+    """DRF's compact JSON, written by orjson when the data is plain dicts, lists, strings, numbers,
+    booleans and None: the execute call answers on the platform's hot path. The values are the
+    same; a float may be spelled differently (1e-7, not 1e-07), and a non-finite float, which the
+    execute answer never holds (its values came through JSON), would be null rather than an error."""
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        if data is None or self.get_indent(accepted_media_type, renderer_context or {}) is not None:
+            return super().render(data, accepted_media_type, renderer_context)
+        try:
+            rendered = orjson.dumps(data, default=_refuse, option=_PLAIN_ONLY)
+        except TypeError:   # other types, ints past 64 bits, lone surrogates: DRF's encoder decides
+            return super().render(data, accepted_media_type, renderer_context)
+        # DRF escapes these two line separators, which JavaScript strings could not hold raw.
+        if b"\xe2\x80\xa8" in rendered or b"\xe2\x80\xa9" in rendered:
+            rendered = rendered.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
+        return rendered
