@@ -81,8 +81,11 @@ class FairGate:
             return len(self._returning) + sum(len(q) for q in self._waiting.values())
 
     def _acquire(self, key: Hashable, *, returning: bool) -> None:
-        ready = threading.Event()
         with self._lock:
+            if self._free_now(key, returning):   # nobody waits: take the place, no event needed
+                self._grant(key)
+                return
+            ready = threading.Event()
             if returning:   # finishing a call goes before starting one, whatever its account holds
                 self._returning.append((key, ready))
             else:
@@ -91,6 +94,12 @@ class FairGate:
         for event in woken:
             event.set()
         ready.wait()   # set at once when a place was free
+
+    def _free_now(self, key: Hashable, returning: bool) -> bool:
+        """Whether _dispatch would hand `key` a place at once, were it queued (the lock is held)."""
+        if self._running >= self.capacity or self._returning:
+            return False
+        return returning or (not self._waiting and self._held.get(key, 0) < self.per_account)
 
     def _release(self, key: Hashable) -> None:
         with self._lock:
@@ -128,9 +137,12 @@ class FairGate:
                 self._waiting.move_to_end(key)   # its next caller waits for every other account's turn
             else:
                 del self._waiting[key]
+        self._grant(key)
+        return ready
+
+    def _grant(self, key: Hashable) -> None:
         self._running += 1
         self._held[key] = self._held.get(key, 0) + 1
-        return ready
 
 
 class OpenGate:

@@ -59,6 +59,24 @@ def test_places_are_given_at_once_while_there_are_free_ones():
         assert admitted == ["b"] and gate.queued() == 0
 
 
+def test_an_uncontended_turn_and_its_engine_wait_make_no_event(monkeypatch):
+    # The execute path's common case: a free place and nobody waiting costs a lock, not an Event.
+    made = []
+    real_event = threading.Event
+    monkeypatch.setattr(admission.threading, "Event", lambda: made.append(1) or real_event())
+    gate = FairGate(2, per_account=1)
+    with gate.turn("a"):
+        with gate.waiting():
+            pass
+    assert made == [] and gate.queued() == 0
+    second = Caller(gate, "a", [])   # (a thread makes an event of its own)
+    made.clear()
+    with gate.turn("a"):   # at its share: a second caller of "a" must queue, with an event
+        second.queue()
+    second.join(10)
+    assert made == [1]
+
+
 def test_an_account_at_its_share_waits_while_another_account_takes_the_free_place():
     gate, admitted = FairGate(2, per_account=1), []
     with gate.turn("noisy"):
