@@ -1,6 +1,8 @@
-"""A JSON renderer for the execute call's answer: orjson's bytes where they match DRF's, DRF's otherwise."""
+"""How the execute call answers: orjson's bytes where they match DRF's, and the usual headers
+negotiated without parsing them; DRF's own ways otherwise."""
 
 import orjson
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import JSONRenderer
 
 # Anything beyond plain JSON types goes to `_refuse`, so DRF's encoder renders it as it always has.
@@ -28,3 +30,25 @@ class PlainJSONRenderer(JSONRenderer):
         if b"\xe2\x80\xa8" in rendered or b"\xe2\x80\xa9" in rendered:
             rendered = rendered.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
         return rendered
+
+
+JSON = "application/json"
+_PLAIN_ACCEPTS = {None, "*/*", JSON}
+
+
+class JSONFirstNegotiation(DefaultContentNegotiation):
+    """DRF's negotiation, with the platform's usual execute call (a JSON body; an Accept header of
+    */*, application/json or none; no query string) settled without parsing media types. The
+    choice is the one DRF's would make: the first parser and renderer, both JSON."""
+
+    def select_parser(self, request, parsers):
+        if request.content_type == JSON and parsers and parsers[0].media_type == JSON:
+            return parsers[0]
+        return super().select_parser(request, parsers)
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        meta = request._request.META
+        if (format_suffix is None and not meta.get("QUERY_STRING") and meta.get("HTTP_ACCEPT") in _PLAIN_ACCEPTS
+                and renderers and renderers[0].media_type == JSON):
+            return renderers[0], JSON
+        return super().select_renderer(request, renderers, format_suffix)

@@ -21,7 +21,7 @@ from plugins_app.services import catalog, chains, execution, metrics, plugins, q
 
 from . import serializers as s
 from .edge import body, body_field, check_request
-from .renderers import PlainJSONRenderer
+from .renderers import JSONFirstNegotiation, PlainJSONRenderer
 
 
 class AccountView(APIView):
@@ -59,6 +59,7 @@ class HookListView(AccountView):
 class HookExecuteView(AccountView):
     renderer_classes = [PlainJSONRenderer, *(cast(type[BaseRenderer], r) for r in api_settings.DEFAULT_RENDERER_CLASSES
                                              if r is not JSONRenderer)]
+    content_negotiation_class = JSONFirstNegotiation
 
     @body(s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
           summary="Run the account's chain for a hook")

@@ -119,3 +119,57 @@ def test_the_site_day_follows_the_time_zone_and_turns_at_its_midnight(settings):
     assert site_today(midnight - 60) == datetime.date(2026, 12, 3)   # the cache is per minute, not sticky
     settings.TIME_ZONE = "UTC"
     assert site_today(midnight) == datetime.date(2026, 12, 3)        # 18:15 UTC on the 3rd
+
+
+ACCEPTS = [None, "*/*", "application/json", "", "text/html", "application/json; indent=2", "application/*",
+           "text/html, application/json;q=0.9", "application/xml"]
+QUERIES = ["", "?format=json", "?format=api", "?x=1"]
+
+
+def negotiate(negotiation, accept, query, content_type, renderers):
+    from django.http import Http404
+    from rest_framework.exceptions import NotAcceptable
+    from rest_framework.request import Request
+    from rest_framework.test import APIRequestFactory
+
+    headers = {} if accept is None else {"HTTP_ACCEPT": accept}
+    request = Request(APIRequestFactory().post("/x" + query, b"{}", content_type=content_type, **headers),
+                      parsers=[LimitedJSONParser()])
+    try:
+        renderer, media_type = negotiation.select_renderer(request, renderers)
+        chosen = (type(renderer).__name__, media_type)
+    except NotAcceptable:
+        chosen = ("406",)
+    except Http404:   # ?format= naming no renderer of the view
+        chosen = ("404",)
+    parser = negotiation.select_parser(request, request.parsers)
+    return chosen, type(parser).__name__ if parser else None
+
+
+@pytest.mark.parametrize("accept", ACCEPTS)
+@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8", "text/plain"])
+def test_the_execute_negotiation_chooses_what_drfs_would(accept, query, content_type):
+    from rest_framework.negotiation import DefaultContentNegotiation
+    from rest_framework.renderers import BrowsableAPIRenderer
+
+    from plugins_app.api.renderers import JSONFirstNegotiation
+
+    for renderers in ([PlainJSONRenderer()], [PlainJSONRenderer(), BrowsableAPIRenderer()]):
+        assert negotiate(JSONFirstNegotiation(), accept, query, content_type, renderers) == \
+            negotiate(DefaultContentNegotiation(), accept, query, content_type, renderers)
+
+
+def test_the_usual_execute_call_skips_media_type_parsing(monkeypatch):
+    from rest_framework.negotiation import DefaultContentNegotiation
+
+    from plugins_app.api.renderers import JSONFirstNegotiation
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("DRF's negotiation ran")
+
+    monkeypatch.setattr(DefaultContentNegotiation, "select_renderer", refuse)
+    monkeypatch.setattr(DefaultContentNegotiation, "select_parser", refuse)
+    for accept in (None, "*/*", "application/json"):
+        assert negotiate(JSONFirstNegotiation(), accept, "", "application/json", [PlainJSONRenderer()]) == \
+            (("PlainJSONRenderer", "application/json"), "LimitedJSONParser")
