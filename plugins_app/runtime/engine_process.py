@@ -144,6 +144,7 @@ class Engine:
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
     def _admit(self, client: Client, message: dict) -> None:
+        self._close_answered()
         job = Job(client, message)
         if self._holder_for(job) or (not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED)):
             self._refuse(job)
@@ -154,9 +155,10 @@ class Engine:
 
     def _start_on_arrival(self, job: Job) -> bool:
         """Starts a warm chain the moment it reaches an idle engine, and lets the work loop sleep
-        until the chain answers. Otherwise the isolate's thread waits for the loop's bookkeeping
-        (its first callback needs the GIL), and the web process waits for both. The loop still looks
-        at the chain within BUSY_SECONDS, to watch its budget."""
+        until the chain needs it: not at all when the chain answers early (_close_answered keeps
+        its books). Otherwise the isolate's thread waits for the loop's bookkeeping (its first
+        callback needs the GIL), and the web process waits for both. The loop still looks at the
+        chain within BUSY_SECONDS, to watch its budget."""
         iso = self.isolate
         message = job.message
         if message.get("op") != Op.RUN.value or message.get("code") or iso is None or iso.queue is None:
@@ -171,9 +173,29 @@ class Engine:
         job.started = time.monotonic()
         self.running = job
         self.arrival_starts += 1
-        iso.queue.wake_with(self.jobs_ready.set)
+        iso.queue.wake_with(self.jobs_ready.set, quiet_after_early=True)
         job.watch = asyncio.get_running_loop().call_later(BUSY_SECONDS, self.jobs_ready.set)
         return True
+
+    def _close_answered(self) -> None:
+        """Keeps the books of a chain started on arrival that has answered early: the isolate's
+        thread did not wake the loop for them, so the next chain to arrive does (or, if none comes
+        first, the work loop when the chain's BUSY_SECONDS timer wakes it). Anything but a plain
+        early answer is left to the loop."""
+        job, iso = self.running, self.isolate
+        if job is None or job.started_state is None or iso is None or iso.queue is None:
+            return
+        if not iso.queue.answered_early() or iso.memory_exceeded():
+            return
+        iso.queue.take_ready()
+        iso.queue.wake_with(None)
+        if job.watch is not None:
+            job.watch.cancel()
+        if self.state is job.started_state:
+            self.state = None
+        job.started_state = None
+        self.jobs.remove(job)
+        self.running = None
 
     def _busy(self) -> bool:
         return self.running is not None and time.monotonic() - self.running.started > BUSY_SECONDS

@@ -80,6 +80,7 @@ class _Results:
         self.items: deque = deque()   # [value handle, converted value or _UNCONVERTED, answered early]
         self.early: Early | None = None
         self.on_wake: Callable[[], None] | None = None   # called (once) when the loop next wakes here
+        self.quiet_after_early = False   # a value answered early leaves the loop asleep (see wake_with)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._loop = asyncio.get_running_loop()
@@ -105,8 +106,10 @@ class _Results:
                     item[2] = False   # the waiting thread answers (or finds the parent gone)
         if not queued:
             self.items.append(item)
-        # The loop wakes even after an early answer (then off the critical path): it keeps the books.
-        os.write(self._wake_w, b".")
+        # After an early answer the loop's books can wait (wake_with says whether they may): a
+        # wake costs this thread an interrupt of another CPU, and that CPU the work of waking.
+        if not (item[2] and self.quiet_after_early):
+            os.write(self._wake_w, b".")
 
     def _woken(self) -> None:
         try:
@@ -195,9 +198,17 @@ class EvalQueue:
                                         _ANSWERED if answered else _UNANSWERED)
         (self._outstanding if answered else self._unanswered).append((function_handle, this_handle))
 
-    def wake_with(self, callback: Callable[[], None] | None) -> None:
-        """Have the event loop call `callback` once, when the next result arrives."""
+    def wake_with(self, callback: Callable[[], None] | None, quiet_after_early: bool = False) -> None:
+        """Have the event loop call `callback` once, when the next result arrives. With
+        `quiet_after_early`, a result answered early does not wake the loop at all: the caller
+        looks for it (answered_early) when it next has reason to."""
         self._results.on_wake = callback
+        self._results.quiet_after_early = quiet_after_early
+
+    def answered_early(self) -> bool:
+        """Whether the oldest outstanding evaluation has answered, and was answered early."""
+        items = self._results.items
+        return bool(items) and items[0][2]
 
     async def wait(self, timeout: float) -> bool:
         """True once the oldest outstanding evaluation has answered (take_ready() then has it)."""

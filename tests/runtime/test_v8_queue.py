@@ -74,6 +74,29 @@ def test_a_value_taken_early_is_handed_over_on_the_isolates_thread_and_the_loop_
     assert sent == [b"reply"]
 
 
+def test_a_value_answered_early_may_leave_the_loop_asleep_and_any_other_value_wakes_it():
+    sent, woken = [], []
+
+    async def settle(condition):
+        deadline = time.monotonic() + 5
+        while not condition() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)   # a wake on its way has run by now
+
+    async def body(mr, q):
+        early = Early(lambda value: b"reply" if value == "done" else None, sent.append)
+        q.wake_with(lambda: woken.append("done"), quiet_after_early=True)
+        q.post("'done'", early=early)
+        await settle(lambda: sent)
+        quiet = (list(woken), q.answered_early(), q.take_ready())
+        q.wake_with(lambda: woken.append("not yet"), quiet_after_early=True)
+        q.post("'not yet'", early=early)   # not answered early: the loop must hear of it
+        await settle(lambda: woken)
+        return quiet, list(woken), q.answered_early(), q.take_ready()
+    assert run(body) == (([], True, ("done", True)), ["not yet"], False, ("not yet", False))
+    assert sent == [b"reply"]
+
+
 def test_mini_racers_own_calls_never_take_a_posted_evaluations_value():
     # Resolving a host call's promise is an uncancelable call of mini-racer's own; it must get its
     # own value even while a value posted here waits to be taken.

@@ -1,0 +1,56 @@
+"""An engine keeps the books of a chain that answered early without waking for them."""
+
+import asyncio
+import socket
+from multiprocessing.connection import Connection
+
+from plugins_app.runtime import engine_process, wire
+from plugins_app.runtime.engine_process import Engine
+from plugins_app.runtime.protocol import DEFAULT_LIMITS
+
+from .conftest import PROMPT_CONTEXT
+
+APPEND = "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '+';"
+
+
+def test_a_chain_answered_early_is_closed_by_the_next_arrival_or_else_by_its_timer(make_handler, monkeypatch):
+    monkeypatch.setattr(engine_process, "BUSY_SECONDS", 0.5)   # room to look before the timer fires
+    handler = make_handler(APPEND)
+    code = {handler.installation_id: {"hash": handler.code_hash, "code": handler.code, "config": {}}}
+
+    def run_message(n: int, **extra) -> bytes:
+        return wire.dumps({"op": "run", "id": n, "account": "books", "hook": "systemPrompt",
+                           "context": PROMPT_CONTEXT, "budgetMs": 5000,
+                           "host": {"session": None, "workspace": False, "ssh": False},
+                           "handlers": [{"id": handler.installation_id, "hash": handler.code_hash}], **extra})
+
+    async def body():
+        engine = Engine(64, DEFAULT_LIMITS, spare=False)
+        await engine.ready_isolate()
+        work = asyncio.get_running_loop().create_task(engine.work())
+        ours, theirs = socket.socketpair()
+        engine.attach(Connection(theirs.detach()))
+        conn = Connection(ours.detach())
+        ask = lambda message: asyncio.get_running_loop().run_in_executor(
+            None, lambda: (conn.send_bytes(message), wire.loads(conn.recv_bytes()))[1])
+        seen = {}
+        try:
+            assert (await ask(run_message(1, code=code)))["context"]["systemPrompt"] == "base+"   # cold: by the loop
+            second = await ask(run_message(2))   # warm: started on arrival, answered early
+            seen["pending"] = (engine.arrival_starts, engine.running is not None, len(engine.jobs))
+            third = await ask(run_message(3))    # closes the second's books, then starts on arrival itself
+            seen["third"] = (engine.arrival_starts, len(engine.jobs))
+            await asyncio.sleep(0.8)             # nothing arrives: the third's timer wakes the loop
+            seen["timer"] = (engine.running, len(engine.jobs), engine.state)
+            seen["values"] = [reply["context"]["systemPrompt"] for reply in (second, third)]
+        finally:
+            work.cancel()
+            conn.close()
+            await engine.isolate.close()
+        return seen
+
+    seen = asyncio.run(body())
+    assert seen["pending"] == (1, True, 1)    # answered, and nothing woke the loop for its books
+    assert seen["third"] == (2, 1)            # the second's books kept, the third's pending
+    assert seen["timer"] == (None, 0, None)
+    assert seen["values"] == ["base+", "base+"]
