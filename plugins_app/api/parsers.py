@@ -1,5 +1,6 @@
 """A JSON parser that refuses bodies over the configured size before reading them whole, bodies nested
-too deep before parsing them, and text that is not valid Unicode or holds NUL after."""
+too deep before parsing them, and text that is not valid Unicode or holds NUL after. orjson reads
+a body wherever it reads it as the standard library would; the standard library reads the rest."""
 
 import io
 import re
@@ -42,7 +43,6 @@ class LimitedJSONParser(JSONParser):
         if inputs.may_hold_bad_text(raw):
             inputs.check_text(data)
         return data
-
 
     @staticmethod
     def _fast(raw: bytes, parser_context) -> object:
