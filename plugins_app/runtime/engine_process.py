@@ -22,6 +22,7 @@ from .engine_run import DEMOTED_NICE, RunState, run_chain, start_attempt
 from .isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost, LoadCostIsolate
 from .members import UNCHARGED_MEMBERS
 from .protocol import CrashKind, Op
+from .v8_queue import EvalQueue
 
 BUSY_SECONDS = 0.02          # a chain holding the isolate longer than this sends newcomers elsewhere
 MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewhere
@@ -144,14 +145,18 @@ class Engine:
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
     def _admit(self, client: Client, message: dict) -> None:
-        self._close_answered()
-        job = Job(client, message)
-        if self._holder_for(job) or (not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED)):
-            self._refuse(job)
-            return
-        self.jobs.append(job)
-        if not (len(self.jobs) == 1 and self.running is None and self._start_on_arrival(job)):
-            self.jobs_ready.set()
+        settled = self._close_answered()
+        try:
+            job = Job(client, message)
+            if self._holder_for(job) or (not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED)):
+                self._refuse(job)
+                return
+            self.jobs.append(job)
+            if not (len(self.jobs) == 1 and self.running is None and self._start_on_arrival(job)):
+                self.jobs_ready.set()
+        finally:
+            if settled is not None:
+                settled.take_ready()   # its handles are freed once the newcomer is on its way
 
     def _start_on_arrival(self, job: Job) -> bool:
         """Starts a warm chain the moment it reaches an idle engine, and lets the work loop sleep
@@ -177,17 +182,16 @@ class Engine:
         job.watch = asyncio.get_running_loop().call_later(BUSY_SECONDS, self.jobs_ready.set)
         return True
 
-    def _close_answered(self) -> None:
-        """Keeps the books of a chain started on arrival that has answered early: the isolate's
-        thread did not wake the loop for them, so the next chain to arrive does (or, if none comes
-        first, the work loop when the chain's BUSY_SECONDS timer wakes it). Anything but a plain
-        early answer is left to the loop."""
+    def _close_answered(self) -> EvalQueue | None:
+        """Keeps the books of a chain started on arrival that settled early (v8_queue): the
+        isolate's thread did not wake the loop for them, so the next chain to arrive does (or, if
+        none comes first, the work loop when the chain's BUSY_SECONDS timer wakes it). Returns the
+        queue whose settled value the caller must take before the loop runs, or None."""
         job, iso = self.running, self.isolate
         if job is None or job.started_state is None or iso is None or iso.queue is None:
-            return
-        if not iso.queue.answered_early() or iso.memory_exceeded():
-            return
-        iso.queue.take_ready()
+            return None
+        if not iso.queue.settled_early():
+            return None
         iso.queue.wake_with(None)
         if job.watch is not None:
             job.watch.cancel()
@@ -196,6 +200,7 @@ class Engine:
         job.started_state = None
         self.jobs.remove(job)
         self.running = None
+        return iso.queue
 
     def _busy(self) -> bool:
         return self.running is not None and time.monotonic() - self.running.started > BUSY_SECONDS

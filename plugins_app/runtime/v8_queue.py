@@ -77,8 +77,10 @@ class _Results:
 
     def __init__(self, ctx):
         self._ctx = ctx
-        self.items: deque = deque()   # [value handle, converted value or _UNCONVERTED, answered early]
-        self.early: Early | None = None
+        # [value handle, converted value or _UNCONVERTED, answered early, settled: answered early
+        # with the isolate within its memory limit, so nothing is left for the loop but its books]
+        self.items: deque = deque()
+        self.earlies: deque[Early | None] = deque()   # each answered evaluation's, in posting order
         self.on_wake: Callable[[], None] | None = None   # called (once) when the loop next wakes here
         self.quiet_after_early = False   # a value answered early leaves the loop asleep (see wake_with)
         self._wake_r, self._wake_w = os.pipe()
@@ -88,9 +90,9 @@ class _Results:
         self._loop.add_reader(self._wake_r, self._woken)   # once: not an epoll change per wait
 
     def put(self, handle) -> None:   # the isolate's thread
-        item = [handle, _UNCONVERTED, False]   # the handle is kept: handles are freed off this thread
+        item = [handle, _UNCONVERTED, False, False]   # the handle is kept: handles are freed off this thread
         queued = False
-        early = self.early
+        early = self.earlies.popleft() if self.earlies else None
         if early is not None:
             try:
                 item[1] = self._ctx._value_handle_to_python(handle)
@@ -106,9 +108,11 @@ class _Results:
                     item[2] = False   # the waiting thread answers (or finds the parent gone)
         if not queued:
             self.items.append(item)
-        # After an early answer the loop's books can wait (wake_with says whether they may): a
-        # wake costs this thread an interrupt of another CPU, and that CPU the work of waking.
-        if not (item[2] and self.quiet_after_early):
+        # A settled value's books can wait (wake_with says whether they may): a wake costs this
+        # thread an interrupt of another CPU, and that CPU the work of waking. Past the isolate's
+        # memory limit, the loop must come at once: it replaces the isolate.
+        item[3] = item[2] and not self._ctx._dll.mr_hard_memory_limit_reached(self._ctx._ctx)
+        if not (item[3] and self.quiet_after_early):
             os.write(self._wake_w, b".")
 
     def _woken(self) -> None:
@@ -168,18 +172,18 @@ class EvalQueue:
                 mini_racers_own(callback_id, raw_handle)
 
         object.__setattr__(self._ctx, "handle_callback_from_v8", route)
-        self._outstanding: deque = deque()   # code handles, kept alive until answered
-        self._unanswered: list = []          # the same, for evaluations whose value is dropped
+        # Handles of posted code, kept alive until it has run: each answered evaluation's, with
+        # those of the unanswered ones posted before it (the isolate's thread runs them in order).
+        self._outstanding: deque = deque()
+        self._unanswered: list = []   # unanswered ones posted since the last answered one
         self._no_arguments: Any = None       # post_call's argument list: an empty JS array
 
     def post(self, code: str, answered: bool = True, early: Early | None = None) -> None:
         """Queue `code` on the isolate's thread. With `early`, its value is offered to `early` on
         that thread as soon as it exists; take_ready() then says it was answered."""
-        if early is not None:
-            self._results.early = early
         handle = self._ctx._python_to_value_handle(code)
+        self._keep(handle, answered, early)
         self._ctx._dll.mr_eval(self._ctx._ctx, handle.raw, _ANSWERED if answered else _UNANSWERED)
-        (self._outstanding if answered else self._unanswered).append(handle)
 
     def prepare_calls(self, empty_array) -> None:
         """Give post_call its (empty) argument list: a JS array no plugin can reach."""
@@ -190,25 +194,33 @@ class EvalQueue:
         and no arguments: unlike post(), nothing is compiled, however `this` varies from call to call."""
         if self._no_arguments is None:
             raise RuntimeError("prepare_calls() first")
-        if early is not None:
-            self._results.early = early
         function_handle = self._ctx._python_to_value_handle(function)
         this_handle = self._ctx._python_to_value_handle(this)
+        self._keep((function_handle, this_handle), answered, early)
         self._ctx._dll.mr_call_function(self._ctx._ctx, function_handle.raw, this_handle.raw, self._no_arguments.raw,
                                         _ANSWERED if answered else _UNANSWERED)
-        (self._outstanding if answered else self._unanswered).append((function_handle, this_handle))
+
+    def _keep(self, handles, answered: bool, early: Early | None) -> None:
+        """Before the post: its value may be back before the post returns."""
+        if answered:
+            self._outstanding.append((handles, self._unanswered))
+            self._unanswered = []
+            self._results.earlies.append(early)
+        else:
+            self._unanswered.append(handles)
 
     def wake_with(self, callback: Callable[[], None] | None, quiet_after_early: bool = False) -> None:
         """Have the event loop call `callback` once, when the next result arrives. With
-        `quiet_after_early`, a result answered early does not wake the loop at all: the caller
-        looks for it (answered_early) when it next has reason to."""
+        `quiet_after_early`, a result settled early does not wake the loop at all: the caller
+        looks for it (settled_early) when it next has reason to."""
         self._results.on_wake = callback
         self._results.quiet_after_early = quiet_after_early
 
-    def answered_early(self) -> bool:
-        """Whether the oldest outstanding evaluation has answered, and was answered early."""
+    def settled_early(self) -> bool:
+        """Whether the oldest outstanding evaluation was answered early, with the isolate within its
+        memory limit: nothing is left to do with it but take it."""
         items = self._results.items
-        return bool(items) and items[0][2]
+        return bool(items) and items[0][3]
 
     async def wait(self, timeout: float) -> bool:
         """True once the oldest outstanding evaluation has answered (take_ready() then has it)."""
@@ -221,11 +233,8 @@ class EvalQueue:
 
     def take_ready(self) -> tuple[object, bool]:
         """The oldest outstanding evaluation's value once wait() said it is there."""
-        self._results.early = None
-        handle, value, taken_early = self._results.items.popleft()
-        self._outstanding.popleft()
-        if not self._outstanding:
-            self._unanswered.clear()
+        handle, value, taken_early, _ = self._results.items.popleft()
+        self._outstanding.popleft()   # its handles, and those of the unanswered code before it
         if value is _UNCONVERTED:
             value = self._ctx._value_handle_to_python(handle)
         return value, taken_early

@@ -88,13 +88,48 @@ def test_a_value_answered_early_may_leave_the_loop_asleep_and_any_other_value_wa
         q.wake_with(lambda: woken.append("done"), quiet_after_early=True)
         q.post("'done'", early=early)
         await settle(lambda: sent)
-        quiet = (list(woken), q.answered_early(), q.take_ready())
+        quiet = (list(woken), q.settled_early(), q.take_ready())
         q.wake_with(lambda: woken.append("not yet"), quiet_after_early=True)
         q.post("'not yet'", early=early)   # not answered early: the loop must hear of it
         await settle(lambda: woken)
-        return quiet, list(woken), q.answered_early(), q.take_ready()
+        return quiet, list(woken), q.settled_early(), q.take_ready()
     assert run(body) == (([], True, ("done", True)), ["not yet"], False, ("not yet", False))
     assert sent == [b"reply"]
+
+
+def test_an_early_answerer_belongs_to_its_own_evaluation_even_before_that_value_is_taken():
+    sent = []
+
+    async def body(mr, q):
+        early = Early(lambda value: value.encode() if value.startswith("done") else None, sent.append)
+        q.post("'done: mine'", early=early)
+        q.post("'done: not mine'")   # posted before the first value is taken: no answerer of its own
+        first = await _next(q)
+        assert await q.wait(5)
+        return first, q.take_ready()
+    assert run(body) == ("done: mine", ("done: not mine", False))
+    assert sent == [b"done: mine"]
+
+
+def test_code_handles_are_freed_though_each_value_is_taken_after_the_next_post():
+    # The engine's steady state: a start (unanswered) and a read per chain, and each read's value
+    # taken only once the next chain is posted. Nothing may pile up.
+    async def body(mr, q):
+        q.post("var n = 0; 0")
+        await _next(q)
+        counts = []
+        q.post("n += 1; 0", answered=False)
+        q.post("n")
+        for i in range(200):
+            assert await q.wait(5)
+            q.post("n += 1; 0", answered=False)
+            q.post("n")
+            assert q.take_ready()[0] == i + 1
+            counts.append(mr._ctx.value_count())
+        await _next(q)
+        return counts
+    counts = run(body)
+    assert max(counts[100:]) <= max(counts[:10])   # bounded, not growing by a chain's handles each time
 
 
 def test_mini_racers_own_calls_never_take_a_posted_evaluations_value():
