@@ -11,7 +11,7 @@ import sys
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from typing import Any
 
 import uvloop
 from py_mini_racer._exc import JSOOMException
@@ -32,7 +32,7 @@ CODE_CACHE_BYTES = 128 * 1024 * 1024
 class Client:
     """One connection from a web process (a thread there): at most one request in flight."""
 
-    def __init__(self, conn: Connection):
+    def __init__(self, conn: wire.Frames):
         self.conn = conn
         self.closed = False
 
@@ -96,9 +96,9 @@ class Engine:
         except (BlockingIOError, InterruptedError):
             return
         sock.setblocking(True)   # frames are written whole; a large one blocks rather than tears
-        self.attach(Connection(sock.detach()))
+        self.attach(wire.Frames(sock.detach()))
 
-    def attach(self, conn: Connection) -> Client:
+    def attach(self, conn: wire.Frames) -> Client:
         client = Client(conn)
         asyncio.get_running_loop().add_reader(conn.fileno(), self._readable, client)
         os.set_blocking(conn.fileno(), True)   # uvloop made it non-blocking; frames are written whole
@@ -113,13 +113,19 @@ class Engine:
         self.jobs = deque(j for j in self.jobs if j.client is not client or j.started_state is not None)
 
     def _readable(self, client: Client) -> None:
-        try:
-            message = wire.loads(client.conn.recv_bytes())
-        except (EOFError, OSError):
-            self._drop(client)
-            if self.only_client is client:
-                os._exit(0)   # a private engine lives as long as its one connection
-            return
+        while True:
+            try:
+                message = wire.loads(client.conn.recv_bytes())
+            except (EOFError, OSError):
+                self._drop(client)
+                if self.only_client is client:
+                    os._exit(0)   # a private engine lives as long as its one connection
+                return
+            self._handle(client, message)
+            if client.closed or not client.conn.has_frame():   # a frame read already: no wake for it
+                return
+
+    def _handle(self, client: Client, message: Any) -> None:   # a decoded frame: a dict, if well formed
         op = message.get("op")
         if op == Op.HOST_REPLY.value:
             waiter = self.host_waiters.pop(message.get("call"), None)
@@ -410,7 +416,7 @@ class Engine:
                            "error": reply.get("error")}).decode()
 
 
-async def serve(engine: Engine, listener: socket.socket | None, conn: Connection | None, lifeline: int | None) -> None:
+async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frames | None, lifeline: int | None) -> None:
     loop = asyncio.get_running_loop()
     await engine.ready_isolate()
     if listener is not None:
@@ -430,7 +436,7 @@ def main() -> None:
     memory_mb = int(os.environ.get("HUB_ISOLATE_MEMORY_MB", protocol.DEFAULT_ISOLATE_MEMORY_MB))
     engine = Engine(memory_mb, limits, spare=os.environ.get("HUB_ENGINE_SPARE", "1") != "0", nice=nice)
     listener = socket.socket(fileno=int(args["listen"])) if "listen" in args else None
-    conn = Connection(int(args["conn"])) if "conn" in args else None
+    conn = wire.Frames(int(args["conn"])) if "conn" in args else None
     if conn is not None:
         os.set_blocking(conn.fileno(), True)
     lifeline = int(args["lifeline"]) if "lifeline" in args else None

@@ -13,7 +13,6 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 from . import wire
@@ -40,7 +39,7 @@ class EngineDown(Exception):
 class EngineLink:
     """One connection to one engine, used by one thread at a time."""
 
-    def __init__(self, conn: Connection, pid: int | None = None):
+    def __init__(self, conn: wire.Frames, pid: int | None = None):
         self.conn = conn
         self.pid = pid
         self.readable = select.poll()   # made once: Connection.poll builds a selector per call
@@ -53,7 +52,7 @@ class EngineLink:
         sock.settimeout(CONNECT_TIMEOUT_SECONDS)
         sock.connect(address)   # an engine being replaced leaves this in the listen backlog
         sock.settimeout(None)
-        link = cls(Connection(sock.detach()))
+        link = cls(wire.Frames(sock.detach()))
         link.pid = link.request({"op": Op.PING.value}, silence_limit=CONNECT_TIMEOUT_SECONDS).get("pid")
         return link
 
@@ -65,7 +64,9 @@ class EngineLink:
         try:
             self.conn.send_bytes(wire.dumps(message))
             while True:
-                if waiting is None:
+                if self.conn.has_frame():
+                    ready = True
+                elif waiting is None:
                     ready = self.readable.poll(silence_limit * 1000)
                 else:
                     with waiting():
@@ -120,7 +121,7 @@ class PrivateEngine:
         self.proc = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.engine_process", f"conn={fd}"],
                                      pass_fds=[fd], cwd=PROJECT_ROOT, env=dict(env, HUB_ENGINE_SPARE="0"))
         os.close(fd)
-        self.link = EngineLink(Connection(parent.detach()), self.proc.pid)
+        self.link = EngineLink(wire.Frames(parent.detach()), self.proc.pid)
         if not self.link.readable.poll(CONNECT_TIMEOUT_SECONDS * 1000):
             self.kill()
             raise EngineDown()

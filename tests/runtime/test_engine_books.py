@@ -29,7 +29,7 @@ def test_a_chain_answered_early_is_closed_by_the_next_arrival_or_else_by_its_tim
         await engine.ready_isolate()
         work = asyncio.get_running_loop().create_task(engine.work())
         ours, theirs = socket.socketpair()
-        engine.attach(Connection(theirs.detach()))
+        engine.attach(wire.Frames(theirs.detach()))
         conn = Connection(ours.detach())
         ask = lambda message: asyncio.get_running_loop().run_in_executor(
             None, lambda: (conn.send_bytes(message), wire.loads(conn.recv_bytes()))[1])
