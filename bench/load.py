@@ -402,6 +402,17 @@ class Figures:
     failures: dict = field(default_factory=dict)   # status -> count (non-2xx, errors, timeouts)
     mem: dict = field(default_factory=dict)
     timeline: list = field(default_factory=list)   # good req/s in each tenth of the phase
+    base: Figures | None = None   # what its ratios are to: the baselines just before and after it
+
+
+def bracketed(before: Figures, after: Figures, mem: dict) -> Figures:
+    """The mean of the baseline runs either side of a phase: this host's speed drifts over minutes,
+    and a phase compared with the first baseline alone took that drift for the phase's effect.
+    Memory stays compared with the first baseline's (`mem`): engines only grow by what they hold."""
+    def mean(name: str) -> float:
+        return (getattr(before, name) + getattr(after, name)) / 2
+    return Figures("baseline", before.good_n + after.good_n, mean("rate"), mean("p50"), mean("p99"), mean("chain_p50"),
+                   mem=mem)
 
 
 def summarize(phase: str, calls: list[Call], elapsed: float) -> Figures:
@@ -449,9 +460,9 @@ def _check(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def print_phase_line(fig: Figures) -> None:
+def print_phase_line(fig: Figures, title: str | None = None) -> None:
     bad = "; ".join(f"{role} n={b['n']} p50={b['p50']:,.0f} ms" for role, b in fig.bad.items())
-    print(f"  {TITLES[fig.phase]}: {fig.good_n} good calls, {fig.rate:,.1f} req/s, p50 {fig.p50:,.1f} ms, "
+    print(f"  {title or TITLES[fig.phase]}: {fig.good_n} good calls, {fig.rate:,.1f} req/s, p50 {fig.p50:,.1f} ms, "
           f"p99 {fig.p99:,.1f} ms, in the view p50 {fig.chain_p50:,.1f} ms{'; ' + bad if bad else ''}; engines {_mib(fig.mem['engines'])} "
           f"({fig.mem['engines_n']}), web {_mib(fig.mem['web'])} ({fig.mem['web_n']})"
           f"{'; FAILED ' + str(fig.failures) if fig.failures else ''}", flush=True)
@@ -460,18 +471,18 @@ def print_phase_line(fig: Figures) -> None:
 
 
 def phase_table(figs: list[Figures]) -> None:
-    base = figs[0]
-    head = ("phase", "good req/s", "x base", "p50 ms", "in view p50", "p99 ms", "p99 x base", "target", "bad callers",
-            "engines", "web", "failures")
+    head = ("phase", "good req/s", "base req/s", "x base", "p50 ms", "in view p50", "p99 ms", "p99 x base", "target",
+            "bad callers", "engines", "web", "failures")
     rows = [head]
     for f in figs:
-        rows.append((TITLES[f.phase], f"{f.rate:,.1f}", f"{f.rate / base.rate:.2f}x", f"{f.p50:,.1f}",
+        base = f.base or figs[0]
+        rows.append((TITLES[f.phase], f"{f.rate:,.1f}", f"{base.rate:,.1f}", f"{f.rate / base.rate:.2f}x", f"{f.p50:,.1f}",
                      f"{f.chain_p50:,.1f}", f"{f.p99:,.1f}", f"{f.p99 / base.p99:.2f}x", _phase_target(f, base), _bad_cell(f),
                      f"{_mib(f.mem['engines'])} ({f.mem['engines_n']})", f"{_mib(f.mem['web'])} ({f.mem['web_n']})",
                      ", ".join(f"{k}: {v}" for k, v in f.failures.items()) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
-        print("  ".join(cell.ljust(w) if i in (0, 7, 8) else cell.rjust(w)
+        print("  ".join(cell.ljust(w) if i in (0, 8, 9) else cell.rjust(w)
                         for i, (cell, w) in enumerate(zip(r, widths, strict=True))).rstrip())
 
 
@@ -494,8 +505,9 @@ def _bad_cell(f: Figures) -> str:
 
 def target_rows(figs: list[Figures], accounts: int) -> list[tuple[str, str, str, str]]:
     """(figure, measured, ratio to baseline, target + ok/MISSED) for every target of issue 11."""
-    base, rows = figs[0], []
+    rows = []
     for f in figs:
+        base = f.base or figs[0]
         title, ratio = TITLES[f.phase], f.rate / base.rate
         if f.phase == "heavy":
             b = f.bad.get("heavy", {"n": 0, "p50": float("nan")})
@@ -579,6 +591,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--phases", default=",".join(PHASES),
                    help=f"comma-separated subset of {','.join(PHASES)} or 1-5 (baseline always runs)")
     p.add_argument("--max-requests", type=int, default=50_000, help="request cap per phase (default 50,000)")
+    p.add_argument("--no-bracket", dest="bracket", action="store_false",
+                   help="compare every phase with the first baseline only, instead of running the baseline again "
+                        "after each phase and comparing with the mean of the runs either side (quicker, noisier)")
     args = p.parse_args()
     chosen = {PHASES[int(x) - 1] if x.strip().isdigit() else x.strip() for x in args.phases.split(",") if x.strip()}
     unknown = chosen - set(PHASES)
@@ -606,13 +621,25 @@ def run(args, workdir: Path) -> list[Figures]:
         wait_ready(server, port, keys["good-0"])
         warm = warm_up(port, keys, args.threads)
         print(f"warm-up: {len(warm)} calls on the good accounts", flush=True)
-        for phase in args.phases:
+        def measured(phase: str, title: str | None = None) -> Figures:
             calls, elapsed = run_phase(port, lanes_for(phase, keys, args), args.phase_seconds,
                                        args.max_requests)
             fig = summarize(phase, calls, elapsed)
             fig.mem = memory(server.pid)
-            print_phase_line(fig)
+            print_phase_line(fig, title)
+            return fig
+
+        before = None
+        for phase in args.phases:
+            fig = measured(phase)
             figs.append(fig)
+            if phase == "baseline":
+                fig.base = before = fig
+            elif args.bracket and before is not None:
+                again = measured("baseline", f"  baseline again, after {TITLES[phase]}")
+                fig.base, before = bracketed(before, again, figs[0].mem), again
+            else:
+                fig.base = figs[0]
     finally:
         stop_server(server)
         log.close()
