@@ -66,9 +66,13 @@ class Frames:
         return chunk
 
     def close(self) -> None:
+        """Closes the descriptor. A send from another thread afterwards (an answer given on an
+        isolate's thread) fails with EBADF: the number is forgotten first, never written to again
+        once it may belong to a newer connection."""
         if not self.closed:
             self.closed = True
-            os.close(self._fd)
+            fd, self._fd = self._fd, -1
+            os.close(fd)
 
 
 def dumps(obj: Any) -> bytes:

@@ -96,3 +96,22 @@ def test_the_web_side_reads_a_result_that_came_in_one_read_with_a_notice():
     finally:
         finished.set()
     assert reply["done"] is True and slow == ["7"]
+
+
+def test_a_closed_connection_never_writes_to_its_old_descriptor_number():
+    frames, peer = pair()
+    number = frames.fileno()
+    frames.close()
+    reused, other = socket.socketpair()   # takes the lowest free numbers: the one just closed
+    try:
+        assert number in (reused.fileno(), other.fileno())
+        with pytest.raises(OSError):
+            frames.send_bytes(b"late answer")   # as an isolate's thread might, after the drop
+        for end in (reused, other):
+            end.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                end.recv(64)   # nothing reached the connection that took the number over
+    finally:
+        reused.close()
+        other.close()
+        peer.close()
