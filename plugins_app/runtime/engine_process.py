@@ -132,6 +132,9 @@ class Engine:
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
         elif op == Op.PING.value:
+            settled = self._close_answered()   # the status tells what runs, not what awaits its books
+            if settled is not None:
+                settled.take_ready()
             client.send(protocol.result(message.get("id"), **self.status()))
         elif op == Op.COMPILE.value:
             asyncio.get_running_loop().create_task(self._compile(client, message))
@@ -190,9 +193,10 @@ class Engine:
 
     def _close_answered(self) -> EvalQueue | None:
         """Keeps the books of a chain started on arrival that settled early (v8_queue): the
-        isolate's thread did not wake the loop for them, so the next chain to arrive does (or, if
-        none comes first, the work loop when the chain's BUSY_SECONDS timer wakes it). Returns the
-        queue whose settled value the caller must take before the loop runs, or None."""
+        isolate's thread did not wake the loop for them, so the next chain or status request to
+        arrive does (or, if none comes first, the work loop when the chain's BUSY_SECONDS timer
+        wakes it). Returns the queue whose settled value the caller must take before the loop
+        runs, or None."""
         job, iso = self.running, self.isolate
         if job is None or job.started_state is None or iso is None or iso.queue is None:
             return None

@@ -43,6 +43,9 @@ def test_a_chain_answered_early_is_closed_by_the_next_arrival_or_else_by_its_tim
             await asyncio.sleep(0.8)             # nothing arrives: the third's timer wakes the loop
             seen["timer"] = (engine.running, len(engine.jobs), engine.state)
             seen["values"] = [reply["context"]["systemPrompt"] for reply in (second, third)]
+            await ask(run_message(4))   # settled early, its books pending...
+            seen["status"] = (await ask(wire.dumps({"op": "ping", "id": 5})))["running"]   # ...kept for the status
+            seen["after status"] = (engine.running, len(engine.jobs))
         finally:
             work.cancel()
             conn.close()
@@ -54,3 +57,4 @@ def test_a_chain_answered_early_is_closed_by_the_next_arrival_or_else_by_its_tim
     assert seen["third"] == (2, 1)            # the second's books kept, the third's pending
     assert seen["timer"] == (None, 0, None)
     assert seen["values"] == ["base+", "base+"]
+    assert (seen["status"], seen["after status"]) == (None, (None, 0))

@@ -226,5 +226,9 @@ def test_a_chain_started_on_arrival_runs_out_even_if_its_caller_hangs_up(one_eng
     link.close()   # gone while its chain runs
     # The next caller waits its turn and gets its own value, never the one left behind.
     assert run_chain(tier, "stayer", HOOKS["systemPrompt"], [good], PROMPT_CONTEXT).value == "base+"
-    status = tier.ping(address)
+    # The stayer's answer can come (from the isolate's thread) a moment before the engine's loop
+    # has kept its books: "running" is a snapshot.
+    deadline = time.monotonic() + 5
+    while (status := tier.ping(address))["running"] is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert status["startsOnArrival"] >= before + 1 and status["running"] is None and status["replaced"] == 0
