@@ -10,6 +10,7 @@ import socket
 import sys
 import time
 from collections import OrderedDict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,6 @@ from .engine_run import DEMOTED_NICE, RunState, run_chain, start_attempt
 from .isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost, LoadCostIsolate
 from .members import UNCHARGED_MEMBERS
 from .protocol import CrashKind, Op
-from .v8_queue import EvalQueue
 
 BUSY_SECONDS = 0.02          # a chain holding the isolate longer than this sends newcomers elsewhere
 MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewhere
@@ -132,10 +132,8 @@ class Engine:
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
         elif op == Op.PING.value:
-            settled = self._close_answered()   # the status tells what runs, not what awaits its books
-            if settled is not None:
-                settled.take_ready()
-            client.send(protocol.result(message.get("id"), **self.status()))
+            with self._books_kept():   # the status tells what runs, not what awaits its books
+                client.send(protocol.result(message.get("id"), **self.status()))
         elif op == Op.COMPILE.value:
             asyncio.get_running_loop().create_task(self._compile(client, message))
         elif op in (Op.RUN.value, Op.BENCH.value):
@@ -154,8 +152,7 @@ class Engine:
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
     def _admit(self, client: Client, message: dict) -> None:
-        settled = self._close_answered()
-        try:
+        with self._books_kept():
             job = Job(client, message)
             if self._holder_for(job) or (not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED)):
                 self._refuse(job)
@@ -163,13 +160,10 @@ class Engine:
             self.jobs.append(job)
             if not (len(self.jobs) == 1 and self.running is None and self._start_on_arrival(job)):
                 self.jobs_ready.set()
-        finally:
-            if settled is not None:
-                settled.take_ready()   # its handles are freed once the newcomer is on its way
 
     def _start_on_arrival(self, job: Job) -> bool:
         """Starts a warm chain the moment it reaches an idle engine, and lets the work loop sleep
-        until the chain needs it: not at all when the chain answers early (_close_answered keeps
+        until the chain needs it: not at all when the chain answers early (_books_kept keeps
         its books). Otherwise the isolate's thread waits for the loop's bookkeeping (its first
         callback needs the GIL), and the web process waits for both. The loop still looks at the
         chain within BUSY_SECONDS, to watch its budget."""
@@ -191,18 +185,20 @@ class Engine:
         job.watch = asyncio.get_running_loop().call_later(BUSY_SECONDS, self.jobs_ready.set)
         return True
 
-    def _close_answered(self) -> EvalQueue | None:
-        """Keeps the books of a chain started on arrival that settled early (v8_queue): the
-        isolate's thread did not wake the loop for them, so the next chain or status request to
-        arrive does (or, if none comes first, the work loop when the chain's BUSY_SECONDS timer
-        wakes it). Returns the queue whose settled value the caller must take before the loop
-        runs, or None."""
+    @contextlib.contextmanager
+    def _books_kept(self) -> Iterator[None]:
+        """Keeps the books of a chain started on arrival that settled early (v8_queue), then runs
+        the body: the isolate's thread did not wake the loop for them, so the next chain or status
+        request to arrive does (or, if none comes first, the work loop when the chain's BUSY_SECONDS
+        timer wakes it). The settled value is taken after the body (its handles take a call into
+        mini-racer each to free, which a newcomer's start need not wait for), before the loop runs."""
         job, iso = self.running, self.isolate
-        if job is None or job.started_state is None or iso is None or iso.queue is None:
-            return None
-        if not iso.queue.settled_early():
-            return None
-        iso.queue.wake_with(None)
+        if (job is None or job.started_state is None or iso is None or iso.queue is None
+                or not iso.queue.settled_early()):
+            yield
+            return
+        queue = iso.queue
+        queue.wake_with(None)
         if job.watch is not None:
             job.watch.cancel()
         if self.state is job.started_state:
@@ -210,7 +206,10 @@ class Engine:
         job.started_state = None
         self.jobs.remove(job)
         self.running = None
-        return iso.queue
+        try:
+            yield
+        finally:
+            queue.take_ready()
 
     def _busy(self) -> bool:
         return self.running is not None and time.monotonic() - self.running.started > BUSY_SECONDS

@@ -42,22 +42,22 @@ class Frames:
             if len(chunk) >= _LENGTH.size and _LENGTH.unpack_from(chunk)[0] == len(chunk) - _LENGTH.size:
                 return chunk[_LENGTH.size:]   # the usual case: exactly one whole frame
             self._buffer += chunk
-        while True:
-            if len(self._buffer) >= _LENGTH.size:
-                end = _LENGTH.size + _LENGTH.unpack_from(self._buffer)[0]
-                if len(self._buffer) >= end:
-                    frame = bytes(self._buffer[_LENGTH.size:end])
-                    del self._buffer[:end]
-                    return frame
-                missing = end - len(self._buffer)
-            else:
-                missing = _LENGTH.size - len(self._buffer)
-            self._buffer += self._read(max(missing, READ_SIZE))
+        while (end := self._frame_end()) > len(self._buffer):
+            self._buffer += self._read(max(end - len(self._buffer), READ_SIZE))
+        frame = bytes(self._buffer[_LENGTH.size:end])
+        del self._buffer[:end]
+        return frame
 
     def has_frame(self) -> bool:
         """Whether a whole frame was read already (the descriptor may not be readable then)."""
-        return len(self._buffer) >= _LENGTH.size and \
-            len(self._buffer) >= _LENGTH.size + _LENGTH.unpack_from(self._buffer)[0]
+        return len(self._buffer) >= self._frame_end()
+
+    def _frame_end(self) -> int:
+        """Where the buffered frame ends; while its length is not in yet, where that length ends."""
+        if len(self._buffer) < _LENGTH.size:
+            return _LENGTH.size
+        length: int = _LENGTH.unpack_from(self._buffer)[0]
+        return _LENGTH.size + length
 
     def _read(self, size: int) -> bytes:
         chunk = os.read(self._fd, size)
