@@ -13,6 +13,10 @@ logger = logging.getLogger(__name__)
 BATCH = 200   # pending keys written per transaction
 
 
+class BatchConflict(Exception):
+    """A row a batch was prepared from changed before the batch was written."""
+
+
 class BufferedWriter:
     """Subclasses keep their adds in `_pending` under `_lock`, and say how to write one (`write_one`)
     and keep one that failed for the next flush (`keep`). `added()` after each add writes at once
@@ -41,28 +45,55 @@ class BufferedWriter:
     def write_one(self, key, value) -> None:
         raise NotImplementedError
 
+    def prepare(self, batch: list):
+        """What can be worked out before the batch's transaction begins (reads, merging), so the
+        write lock is held for the writes alone. Returns what `write_many` takes."""
+        return batch
+
+    def write_many(self, prepared) -> None:
+        """Writes a prepared batch inside the caller's transaction, in a few statements. Raising
+        (BatchConflict when another process wrote a row since `prepare` read it) undoes the whole
+        batch, which is then written key by key."""
+        for key, value in prepared:
+            self.write_one(key, value)
+
     def keep(self, key, value) -> None:
         """Put back what could not be written (called under no lock)."""
         raise NotImplementedError
 
     def flush(self) -> int:
-        """Writes every pending key; returns how many there were. Keys go in batches, one commit
-        each: with a thousand accounts, a commit per key kept SQLite's one writer busy for long
-        stretches, and the requests that write (first calls) waited behind it. Each key has its own
-        savepoint, so a failed one is undone and kept alone."""
+        """Writes every pending key; returns how many there were. Keys go in batches of a few
+        statements and one commit each: SQLite has one writer, and a flush in a busy web process
+        gets the GIL back only every few milliseconds after each statement, so a statement per key
+        held the write lock for as much as a second while requests that write waited behind it."""
         with self._lock:
             pending = list(self.take_pending().items())
         for start in range(0, len(pending), BATCH):
             batch = pending[start:start + BATCH]
-            try:
-                with transaction.atomic():
-                    failed = [(key, value) for key, value in batch if not self._written(key, value)]
-            except Exception:   # the commit failed (a deferred constraint): nothing of the batch was written
-                logger.warning("%s: a batch failed at commit; writing its keys one by one", self.thread_name)
-                failed = [(key, value) for key, value in batch if not self._written(key, value)]
-            for key, value in failed:
+            for key, value in self._write_batch(batch):
                 self.keep(key, value)
         return len(pending)
+
+    def _write_batch(self, batch: list) -> list:
+        """Writes a batch; returns what could not be written. When the batch fails as a whole, each
+        key is written under its own savepoint, so a failed one is undone and kept alone."""
+        try:
+            prepared = self.prepare(batch)
+            with transaction.atomic():
+                self.write_many(prepared)
+            return []
+        except BatchConflict:
+            logger.info("%s: a row of the batch changed since it was read; writing its keys one by one",
+                        self.thread_name)
+        except Exception:
+            logger.warning("%s: a batch of %d failed; writing its keys one by one", self.thread_name, len(batch),
+                           exc_info=True)
+        try:
+            with transaction.atomic():
+                return [(key, value) for key, value in batch if not self._written(key, value)]
+        except Exception:   # the commit failed (a deferred constraint): nothing of the batch was written
+            logger.warning("%s: a batch failed at commit; writing its keys one by one", self.thread_name)
+            return [(key, value) for key, value in batch if not self._written(key, value)]
 
     def _written(self, key, value) -> bool:
         """Writes one key under its own atomic block: a savepoint inside a batch, a transaction alone."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -9,10 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from datetime import time as day_time
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from accounts.buffered import BufferedWriter
+from accounts.buffered import BatchConflict, BufferedWriter
 from plugins_app.models import LatencyHistogram
 
 logger = logging.getLogger(__name__)
@@ -134,6 +135,49 @@ class LatencyRecorder(BufferedWriter):
                 window.add(entry.status, entry.duration_ms)
         self.added()
 
+    def prepare(self, batch: list) -> tuple[list, list]:
+        """Reads the batch's minute, hour and day rows and merges into them, before any lock:
+        (rows to update, each with the statuses it was read with; rows to create)."""
+        windows: dict[tuple, Window] = {}   # (account, plugin, hook, resolution, start) -> what to add
+        for (account_id, slug, hook, minute), window in batch:
+            for resolution, start in window_starts(minute).items():
+                row_key = (account_id, slug, hook, resolution, start)
+                windows[row_key] = windows.get(row_key, Window()).merge(window)   # never the batch's own
+        rows = {(r.account_id, r.plugin_slug, r.hook, r.resolution, r.start): r
+                for r in LatencyHistogram.objects.filter(
+                    account_id__in={k[0] for k in windows}, plugin_slug__in={k[1] for k in windows},
+                    start__in={k[4] for k in windows})}
+        updated, created = [], []
+        for row_key, window in windows.items():
+            row = rows.get(row_key)
+            if row is None:
+                account_id, slug, hook, resolution, start = row_key
+                row = LatencyHistogram(account_id=account_id, plugin_slug=slug, hook=hook,
+                                       resolution=resolution, start=start)
+                _fill(row, window)
+                created.append(row)
+            else:
+                read_statuses = json.dumps(row.statuses)
+                _fill(row, Window.of(row).merge(window))
+                updated.append((row.runs, row.total_ms, row.min_ms, row.max_ms, json.dumps(row.buckets),
+                                json.dumps(row.statuses), row.pk, read_statuses))
+        return updated, created
+
+    def write_many(self, prepared: tuple[list, list]) -> None:
+        """Each row updated only if its statuses are still as read: every merge adds to them, so a
+        row another process merged into meanwhile is not overwritten (BatchConflict)."""
+        updated, created = prepared
+        if updated:
+            table = connection.ops.quote_name(LatencyHistogram._meta.db_table)
+            as_json = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    f"UPDATE {table} SET runs = %s, total_ms = %s, min_ms = %s, max_ms = %s, buckets = {as_json},"
+                    f" statuses = {as_json} WHERE id = %s AND statuses = {as_json}", updated)
+                if cursor.rowcount != len(updated):
+                    raise BatchConflict(f"{len(updated) - cursor.rowcount} histogram row(s) changed since read")
+        LatencyHistogram.objects.bulk_create(created)
+
     def keep(self, key, value) -> None:
         with self._lock:
             kept = self._pending.get(key)
@@ -168,9 +212,13 @@ class LatencyRecorder(BufferedWriter):
             self.prune()
 
 
-def _save(row: LatencyHistogram, window: Window) -> None:
+def _fill(row: LatencyHistogram, window: Window) -> None:
     row.runs, row.total_ms, row.min_ms, row.max_ms = window.runs, window.total_ms, window.min_ms, window.max_ms
     row.buckets, row.statuses = window.buckets, window.statuses
+
+
+def _save(row: LatencyHistogram, window: Window) -> None:
+    _fill(row, window)
     row.save()
 
 

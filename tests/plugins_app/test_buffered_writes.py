@@ -1,5 +1,7 @@
 """Metering and latency flushes: keys written in batches, one commit each, a failed key kept alone."""
 
+import time
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -9,7 +11,7 @@ from plugins_app.models import LatencyHistogram, UsageDaily
 from plugins_app.services.latency import LatencyRecorder
 from plugins_app.services.metering import Meter
 
-from .test_latency import traces
+from .test_latency import traces, window_of
 
 MISSING_ACCOUNT = 987_654_321
 
@@ -66,3 +68,82 @@ def test_latency_keeps_a_failed_minute_whole_while_the_others_are_written(accoun
         (account.pk, "minute"), (account.pk, "hour"), (account.pk, "day")}
     (key, window), = recorder._pending.items()
     assert key[0] == MISSING_ACCOUNT and window.runs == 1
+
+
+def _statements(captured) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries
+            if not q["sql"].upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT"))]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_metering_batch_is_a_few_statements_whatever_its_size(account, other_account, settings, writers):
+    # SQLite's one write lock is held for the whole batch: a statement per key held it long enough
+    # under load for requests that write to wait behind it.
+    settings.HUB_METERING_FLUSH_SECONDS = 3600
+    meter = Meter()
+    writers.append(meter)
+    meter.add_runs(account.pk, "systemPrompt", [(f"plugin-{i}", 1.0) for i in range(20)])
+    meter.flush()
+    for i in range(40):   # 20 rows to add to, 20 new ones, over two accounts
+        meter.add_runs(account.pk if i < 20 else other_account.pk, "systemPrompt", [(f"plugin-{i % 20}", 2.5)])
+    with CaptureQueriesContext(connection) as captured:
+        assert meter.flush() == 40
+    (upsert,) = _statements(captured)   # one statement: created or added to where each row stands
+    assert upsert.startswith("40 times: INSERT")
+    rows = {(r.account_id, r.plugin_slug): (r.runs, r.total_ms) for r in UsageDaily.objects.all()}
+    assert rows == {**{(account.pk, f"plugin-{i}"): (2, 3.5) for i in range(20)},
+                    **{(other_account.pk, f"plugin-{i}"): (1, 2.5) for i in range(20)}}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_latency_batch_is_a_few_statements_and_merges_into_the_rows_there(account, settings, writers):
+    settings.HUB_METERING_FLUSH_SECONDS = 3600
+    recorder = LatencyRecorder()
+    writers.append(recorder)
+    recorder.record(account.pk, "systemPrompt", traces([1.0, 40.0]))
+    recorder.flush()
+    for i in range(15):
+        recorder.record(account.pk, "systemPrompt", traces([2.0]))
+        recorder.record(account.pk, "todoAdded", traces([float(i + 1)]))
+    # Another minute of the same hour and day, pending alongside: its hour and day rows are the same.
+    minute = int(time.time() // 60)
+    later = minute + 1 if (minute + 1) % 60 else minute - 1
+    recorder._pending[(account.pk, "slowpoke", "systemPrompt", later)] = window_of([0.5], status="error")
+    with CaptureQueriesContext(connection) as captured:
+        assert recorder.flush() == 3
+    assert len(_statements(captured)) == 3
+    rows = {(r.hook, r.resolution, r.start.minute if r.resolution == "minute" else None): r
+            for r in LatencyHistogram.objects.filter(account=account)}
+    day = rows[("systemPrompt", "day", None)]
+    assert (day.runs, day.total_ms, day.min_ms, day.max_ms) == (18, 1.0 + 40.0 + 15 * 2.0 + 0.5, 0.5, 40.0)
+    assert day.statuses == {"ran": 17, "error": 1}
+    assert sum(day.buckets.values()) == 18
+    assert rows[("systemPrompt", "hour", None)].runs == 18
+    assert {r.runs for (hook, res, _), r in rows.items() if hook == "systemPrompt" and res == "minute"} == {17, 1}
+    todo = rows[("todoAdded", "day", None)]
+    assert (todo.runs, todo.min_ms, todo.max_ms) == (15, 1.0, 15.0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_histogram_row_another_process_merged_into_meanwhile_is_not_overwritten(account, settings, writers,
+                                                                                   monkeypatch):
+    settings.HUB_METERING_FLUSH_SECONDS = 3600
+    recorder, other = LatencyRecorder(), LatencyRecorder()
+    writers.extend([recorder, other])
+    recorder.record(account.pk, "systemPrompt", traces([1.0]))
+    recorder.flush()
+    recorder.record(account.pk, "systemPrompt", traces([2.0]))
+    other.record(account.pk, "systemPrompt", traces([3.0], status="timeout"))
+    prepare = recorder.prepare
+
+    def read_then_the_other_flushes(batch):
+        prepared = prepare(batch)   # the rows as read: 1 run each
+        other.flush()               # ...then merged into by another writer before this one writes
+        return prepared
+
+    monkeypatch.setattr(recorder, "prepare", read_then_the_other_flushes)
+    recorder.flush()
+    for row in LatencyHistogram.objects.filter(account=account):
+        assert (row.runs, row.min_ms, row.max_ms) == (3, 1.0, 3.0)
+        assert row.statuses == {"ran": 2, "timeout": 1}
+    assert not recorder._pending
