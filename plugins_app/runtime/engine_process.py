@@ -51,6 +51,7 @@ class Job:
     message: dict
     started: float = 0.0
     started_state: RunState | None = None   # set while its chain, started on arrival, awaits the work loop
+    answered: bool = False   # its result went out from the isolate's thread: only books are left
     watch: asyncio.TimerHandle | None = None   # ...which looks at it by then at the latest
 
 
@@ -212,7 +213,12 @@ class Engine:
             queue.take_ready()
 
     def _busy(self) -> bool:
-        return self.running is not None and time.monotonic() - self.running.started > BUSY_SECONDS
+        """Whether a chain holds the isolate past BUSY_SECONDS. One whose answer the isolate's thread
+        has sent does not: the caller may well be back with its next call before this loop has
+        kept its books, and sending that call elsewhere (or, being the same account's, to the
+        lane) would leave it waiting behind whatever runs there."""
+        running = self.running
+        return running is not None and not running.answered and time.monotonic() - running.started > BUSY_SECONDS
 
     def _holder_for(self, job: Job) -> str | None:
         """The handler of `job`'s chain that is holding this isolate far too long in another call
@@ -255,6 +261,8 @@ class Engine:
             return False
 
     def _bounce_waiting(self) -> None:
+        if self.running is not None and self.running.answered:
+            return   # the loop is only behind on its books: the queue moves on in a moment
         keep = deque()
         for job in self.jobs:
             if job.message.get("wait"):

@@ -198,7 +198,7 @@ class Tier:
         finally:
             self._local.depth = 0
 
-    def _route(self, account_key, message, on_host, on_slow, lane, silence_limit) -> dict:
+    def _route(self, account_key, message, on_host, on_slow, lane, silence_limit, wait_at: str | None = None) -> dict:
         order = self.order(account_key, lane)
         for address in order:
             reply = self._send(address, message, on_host, on_slow, silence_limit)
@@ -206,9 +206,11 @@ class Tier:
                 return reply   # a holder: the caller leaves that handler out and asks again
             if reply.get("lane") and not lane:
                 # This account's own chain keeps that engine busy: don't spread it to the others.
-                return self._route(account_key, message, on_host, on_slow, True, silence_limit)
+                # If the lane is busy too, wait behind that chain of its own, which its engine
+                # stops waiting on once it holds the isolate too long, not behind the lane's.
+                return self._route(account_key, message, on_host, on_slow, True, silence_limit, wait_at=address)
         # Everything is busy: wait in line where this account is warm.
-        return self._send(order[0], dict(message, wait=True), on_host, on_slow, silence_limit)
+        return self._send(wait_at or order[0], dict(message, wait=True), on_host, on_slow, silence_limit)
 
     def _send(self, address, message, on_host, on_slow, silence_limit) -> dict:
         link = self._link(address)

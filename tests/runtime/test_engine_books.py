@@ -2,6 +2,7 @@
 
 import asyncio
 import socket
+import time
 from multiprocessing.connection import Connection
 
 from plugins_app.runtime import engine_process, wire
@@ -37,7 +38,8 @@ def test_a_chain_answered_early_is_closed_by_the_next_arrival_or_else_by_its_tim
         try:
             assert (await ask(run_message(1, code=code)))["context"]["systemPrompt"] == "base+"   # cold: by the loop
             second = await ask(run_message(2))   # warm: started on arrival, answered early
-            seen["pending"] = (engine.arrival_starts, engine.running is not None, len(engine.jobs))
+            seen["pending"] = (engine.arrival_starts, engine.running is not None and engine.running.answered,
+                               len(engine.jobs))
             third = await ask(run_message(3))    # closes the second's books, then starts on arrival itself
             seen["third"] = (engine.arrival_starts, len(engine.jobs))
             await asyncio.sleep(0.8)             # nothing arrives: the third's timer wakes the loop
@@ -53,8 +55,39 @@ def test_a_chain_answered_early_is_closed_by_the_next_arrival_or_else_by_its_tim
         return seen
 
     seen = asyncio.run(body())
-    assert seen["pending"] == (1, True, 1)    # answered, and nothing woke the loop for its books
+    assert seen["pending"] == (1, True, 1)    # answered (and known to be), and nothing woke the loop for its books
     assert seen["third"] == (2, 1)            # the second's books kept, the third's pending
     assert seen["timer"] == (None, 0, None)
     assert seen["values"] == ["base+", "base+"]
     assert (seen["status"], seen["after status"]) == (None, (None, 0))
+
+
+def test_the_next_call_of_an_account_whose_chain_was_answered_early_waits_here_not_in_the_lane(monkeypatch):
+    # The isolate's thread sends the answer before the loop keeps the chain's books; on a busy machine
+    # the caller's next call can arrive first. Counted as the account's own chain holding this
+    # engine, it went to the lane, and waited there behind whatever ran (a runaway: seconds).
+    monkeypatch.setattr(engine_process, "BUSY_SECONDS", 0.0)   # any running chain counts as busy
+
+    async def body():
+        engine = Engine(64, DEFAULT_LIMITS, spare=False)   # admission only: no isolate needed
+        ours, theirs = socket.socketpair()
+        client = engine_process.Client(wire.Frames(theirs.detach()))
+        conn = Connection(ours.detach())
+        seen = {}
+        try:
+            for answered in (False, True):
+                engine.jobs.clear()
+                engine.running = engine_process.Job(client, {"op": "run", "id": 1, "account": "same"},
+                                                    started=time.monotonic() - 1, answered=answered)
+                engine._admit(client, {"op": "run", "id": 2, "account": "same", "handlers": []})
+                reply = wire.loads(conn.recv_bytes()) if conn.poll(0.2) else None
+                seen[answered] = ([job.message["id"] for job in engine.jobs], reply)
+        finally:
+            conn.close()
+            client.conn.close()
+        return seen
+
+    seen = asyncio.run(body())
+    queued, reply = seen[False]   # still running: sent away, to the lane (the same account's chain)
+    assert queued == [] and (reply["busy"], reply["lane"]) == (True, True)
+    assert seen[True] == ([2], None)   # answered: queued here, to run once the books are kept

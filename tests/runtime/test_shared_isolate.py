@@ -1,5 +1,6 @@
 """Many accounts in one engine's isolate: kept apart, reused across web processes, recovered."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -232,3 +233,41 @@ def test_a_chain_started_on_arrival_runs_out_even_if_its_caller_hangs_up(one_eng
     while (status := tier.ping(address))["running"] is not None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert status["startsOnArrival"] >= before + 1 and status["running"] is None and status["replaced"] == 0
+
+
+def test_a_call_sent_off_its_own_accounts_busy_engine_waits_there_when_the_lane_is_busy_too(engine_and_lane,
+                                                                                          make_handler):
+    _, tier = engine_and_lane
+    busy_for = lambda ms: make_handler("globalThis.middleware.systemPrompt = async (c) => {"
+                                       f" const t = Date.now(); while (Date.now() - t < {ms}) {{}}"
+                                       " return c.systemPrompt + '+'; };")
+    lane_hog = dataclasses.replace(busy_for(4000), slow_lane_until=time.time() + 600)   # runs in the lane
+    own = busy_for(600)
+    finished: dict[str, float] = {}
+
+    def run(name, account, handler):
+        result = run_chain(tier, account, HOOKS["systemPrompt"], [handler], PROMPT_CONTEXT)
+        finished[name] = time.monotonic()
+        return result
+
+    def started(address):
+        deadline = time.monotonic() + 10
+        while not tier.ping(address)["busy"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    hog = threading.Thread(target=run, args=("lane hog", "someone-else", lane_hog))
+    hog.start()
+    started(tier.lane[0])
+    first = threading.Thread(target=run, args=("first", "two-calls", own))
+    first.start()
+    started(tier.engines[0])
+    # Its engine says busy with this account's own chain: the call is sent to the lane, finds the
+    # lane busy with another account's, and waits behind its own account's chain instead.
+    second = run("second", "two-calls", own)
+    hog_running = hog.is_alive()
+    first.join(10)
+    hog.join(10)
+    assert second.value == "base+" and [t.status for t in second.trace] == ["ran"]
+    assert hog_running   # it did not wait for the lane's chain to end
+    assert finished["first"] <= finished["second"] < finished["lane hog"]
