@@ -51,6 +51,7 @@ class Figures:
     p50: float = float("nan")
     p99: float = float("nan")
     chain_p50: float = float("nan")            # good calls' time inside the execute view (Server-Timing)
+    slowest: float = float("nan")              # the slowest good call: one stuck behind a bad tenant shows here
     bad: dict = field(default_factory=dict)   # role -> dict(n, first_ms, later_p50)
     first_call_p50: float = float("nan")      # many: median of each account's first call
     first_chain_p50: float = float("nan")     # ... of which inside the execute view (Server-Timing)
@@ -77,6 +78,7 @@ def summarize(phase: str, calls: list[Call], elapsed: float) -> Figures:
     last = max((c.done for c in good), default=elapsed)
     fig = Figures(phase, len(good), len(good) / max(last, 1e-9), median([c.ms for c in good]),
                   pct([c.ms for c in good], 0.99), median([c.chain_ms for c in good if c.chain_ms == c.chain_ms]))
+    fig.slowest = max((c.ms for c in good), default=float("nan"))
     for role in {c.role for c in calls} - {"good", "many"}:
         mine = [c for c in calls if c.role == role and c.ok]
         fig.bad[role] = {"n": len(mine), "first_ms": [c.ms for c in mine if c.first],
@@ -110,7 +112,7 @@ def _check(ok: bool) -> str:
 def print_phase_line(fig: Figures, title: str | None = None) -> None:
     bad = "; ".join(f"{role} n={b['n']} p50={b['p50']:,.0f} ms" for role, b in fig.bad.items())
     print(f"  {title or TITLES[fig.phase]}: {fig.good_n} good calls, {fig.rate:,.1f} req/s, p50 {fig.p50:,.1f} ms, "
-          f"p99 {fig.p99:,.1f} ms, in the view p50 {fig.chain_p50:,.1f} ms{'; ' + bad if bad else ''}; engines {_mib(fig.mem['engines'])} "
+          f"p99 {fig.p99:,.1f} ms, slowest {fig.slowest:,.0f} ms, in the view p50 {fig.chain_p50:,.1f} ms{'; ' + bad if bad else ''}; engines {_mib(fig.mem['engines'])} "
           f"({fig.mem['engines_n']}), web {_mib(fig.mem['web'])} ({fig.mem['web_n']})"
           f"{'; FAILED ' + str(fig.failures) if fig.failures else ''}", flush=True)
     # Where in the phase a dip happened (a bad tenant's first calls, or its steady state) shows here.
