@@ -17,20 +17,24 @@ MISSING_ACCOUNT = 987_654_321
 
 
 @pytest.fixture
-def writers():
-    """The writers a test made; what they still hold is dropped, so nothing flushes at exit."""
+def writers(settings):
+    """Makes writers that flush only when the test asks; what they still hold at the end is
+    dropped, so nothing flushes at exit."""
+    settings.HUB_METERING_FLUSH_SECONDS = 3600
     made = []
-    yield made
+
+    def make(cls):
+        made.append(cls())
+        return made[-1]
+    yield make
     for writer in made:
         writer.take_pending()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_flush_commits_once_per_batch_not_once_per_key(account, settings, monkeypatch, writers):
-    settings.HUB_METERING_FLUSH_SECONDS = 3600
     monkeypatch.setattr(buffered, "BATCH", 4)
-    meter = Meter()
-    writers.append(meter)
+    meter = writers(Meter)
     for i in range(10):
         meter.add_runs(account.pk, "systemPrompt", [(f"plugin-{i}", 2.0)])
     with CaptureQueriesContext(connection) as captured:
@@ -43,9 +47,7 @@ def test_a_flush_commits_once_per_batch_not_once_per_key(account, settings, monk
 
 @pytest.mark.django_db(transaction=True)
 def test_a_key_that_fails_at_commit_is_kept_and_the_rest_of_its_batch_is_written(account, settings, writers):
-    settings.HUB_METERING_FLUSH_SECONDS = 3600
-    meter = Meter()
-    writers.append(meter)
+    meter = writers(Meter)
     meter.add_runs(account.pk, "systemPrompt", [("good", 3.0)])
     # An account deleted since its runs were counted: the foreign key fails when the batch commits.
     meter.add_runs(MISSING_ACCOUNT, "systemPrompt", [("orphan", 5.0)])
@@ -58,9 +60,7 @@ def test_a_key_that_fails_at_commit_is_kept_and_the_rest_of_its_batch_is_written
 
 @pytest.mark.django_db(transaction=True)
 def test_latency_keeps_a_failed_minute_whole_while_the_others_are_written(account, settings, writers):
-    settings.HUB_METERING_FLUSH_SECONDS = 3600
-    recorder = LatencyRecorder()
-    writers.append(recorder)
+    recorder = writers(LatencyRecorder)
     recorder.record(account.pk, "systemPrompt", traces([1.0, 2.0]))
     recorder.record(MISSING_ACCOUNT, "systemPrompt", traces([7.0]))
     recorder.flush()
@@ -79,9 +79,7 @@ def _statements(captured) -> list[str]:
 def test_a_metering_batch_is_a_few_statements_whatever_its_size(account, other_account, settings, writers):
     # SQLite's one write lock is held for the whole batch: a statement per key held it long enough
     # under load for requests that write to wait behind it.
-    settings.HUB_METERING_FLUSH_SECONDS = 3600
-    meter = Meter()
-    writers.append(meter)
+    meter = writers(Meter)
     meter.add_runs(account.pk, "systemPrompt", [(f"plugin-{i}", 1.0) for i in range(20)])
     meter.flush()
     for i in range(40):   # 20 rows to add to, 20 new ones, over two accounts
@@ -97,9 +95,7 @@ def test_a_metering_batch_is_a_few_statements_whatever_its_size(account, other_a
 
 @pytest.mark.django_db(transaction=True)
 def test_a_latency_batch_is_a_few_statements_and_merges_into_the_rows_there(account, settings, writers):
-    settings.HUB_METERING_FLUSH_SECONDS = 3600
-    recorder = LatencyRecorder()
-    writers.append(recorder)
+    recorder = writers(LatencyRecorder)
     recorder.record(account.pk, "systemPrompt", traces([1.0, 40.0]))
     recorder.flush()
     for i in range(15):
@@ -127,9 +123,7 @@ def test_a_latency_batch_is_a_few_statements_and_merges_into_the_rows_there(acco
 @pytest.mark.django_db(transaction=True)
 def test_a_histogram_row_another_process_merged_into_meanwhile_is_not_overwritten(account, settings, writers,
                                                                                    monkeypatch):
-    settings.HUB_METERING_FLUSH_SECONDS = 3600
-    recorder, other = LatencyRecorder(), LatencyRecorder()
-    writers.extend([recorder, other])
+    recorder, other = writers(LatencyRecorder), writers(LatencyRecorder)
     recorder.record(account.pk, "systemPrompt", traces([1.0]))
     recorder.flush()
     recorder.record(account.pk, "systemPrompt", traces([2.0]))
