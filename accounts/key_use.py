@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from django.db import connection
 from django.utils import timezone
 
 from .buffered import BufferedWriter
-from .models import LAST_USED_RESOLUTION, ApiKey
+from .models import ApiKey
 
 
 class KeyUseRecorder(BufferedWriter):
@@ -29,14 +28,9 @@ class KeyUseRecorder(BufferedWriter):
         ApiKey.write_use(key, value)
 
     def write_many(self, prepared: list) -> None:
-        """The batch as one statement (ApiKey.write_use's conditional update, once per key): with a
-        thousand accounts, a statement per key held SQLite's write lock for seconds a minute."""
-        table, ops = connection.ops.quote_name(ApiKey._meta.db_table), connection.ops
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                f"UPDATE {table} SET last_used_at = %s WHERE id = %s AND (last_used_at IS NULL OR last_used_at < %s)",
-                [(ops.adapt_datetimefield_value(now), pk, ops.adapt_datetimefield_value(now - LAST_USED_RESOLUTION))
-                 for pk, now in prepared])
+        # One statement for the batch: with a thousand accounts, a statement per key held SQLite's
+        # write lock for seconds a minute.
+        ApiKey.write_uses(prepared)
 
     def keep(self, key, value) -> None:
         with self._lock:

@@ -6,8 +6,7 @@ import string
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, models, transaction
-from django.db.models import Q
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 KEY_SCHEME = "mh"
@@ -158,6 +157,15 @@ class ApiKey(models.Model):
 
     @staticmethod
     def write_use(pk, now) -> None:
-        # The conditional filter keeps concurrent writers (and late ones) from writing over a recent use.
-        stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
-        ApiKey.objects.filter(stale, pk=pk).update(last_used_at=now)
+        ApiKey.write_uses([(pk, now)])
+
+    @staticmethod
+    def write_uses(uses) -> None:
+        """Writes each (key pk, when) in one statement. The condition keeps concurrent writers (and
+        late ones) from writing over a recent use."""
+        table, ops = connection.ops.quote_name(ApiKey._meta.db_table), connection.ops
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"UPDATE {table} SET last_used_at = %s WHERE id = %s AND (last_used_at IS NULL OR last_used_at < %s)",
+                [(ops.adapt_datetimefield_value(now), pk, ops.adapt_datetimefield_value(now - LAST_USED_RESOLUTION))
+                 for pk, now in uses])

@@ -51,7 +51,6 @@ class Job:
     message: dict
     started: float = 0.0
     started_state: RunState | None = None   # set while its chain, started on arrival, awaits the work loop
-    answered: bool = False   # its result went out from the isolate's thread: only books are left
     watch: asyncio.TimerHandle | None = None   # ...which looks at it by then at the latest
 
 
@@ -218,7 +217,12 @@ class Engine:
         kept its books, and sending that call elsewhere (or, being the same account's, to the
         lane) would leave it waiting behind whatever runs there."""
         running = self.running
-        return running is not None and not running.answered and time.monotonic() - running.started > BUSY_SECONDS
+        return running is not None and not self._answered() and time.monotonic() - running.started > BUSY_SECONDS
+
+    def _answered(self) -> bool:
+        """Whether the running chain's answer went out from the isolate's thread: only books are left."""
+        iso = self.isolate
+        return iso is not None and iso.queue is not None and iso.queue.answered_early()
 
     def _holder_for(self, job: Job) -> str | None:
         """The handler of `job`'s chain that is holding this isolate far too long in another call
@@ -261,7 +265,7 @@ class Engine:
             return False
 
     def _bounce_waiting(self) -> None:
-        if self.running is not None and self.running.answered:
+        if self.running is not None and self._answered():
             return   # the loop is only behind on its books: the queue moves on in a moment
         keep = deque()
         for job in self.jobs:

@@ -255,8 +255,6 @@ def _early_bytes(job: Job, value) -> bytes | None:
     if not isinstance(value, str) or not value.startswith('{"done":true,'):
         return None
     try:
-        reply = b'{"op":"result","id":' + wire.dumps(job.message.get("id")) + b"," + value[1:].encode()
+        return (b'{"op":"result","id":' + wire.dumps(job.message.get("id")) + b"," + value[1:].encode())
     except UnicodeEncodeError:
         return None
-    job.answered = True   # before the send: the caller's next call may arrive the moment it is out
-    return reply

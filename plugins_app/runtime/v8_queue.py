@@ -216,6 +216,12 @@ class EvalQueue:
         self._results.on_wake = callback
         self._results.quiet_after_early = quiet_after_early
 
+    def answered_early(self) -> bool:
+        """Whether the oldest outstanding evaluation's value went out on the isolate's thread. Known
+        before it is sent: whoever it went to may be back before the event loop has woken."""
+        items = self._results.items
+        return bool(items) and items[0][2]
+
     def settled_early(self) -> bool:
         """Whether the oldest outstanding evaluation was answered early, with the isolate within its
         memory limit: nothing is left to do with it but take it."""

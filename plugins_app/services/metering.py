@@ -7,8 +7,7 @@ import time
 from collections import defaultdict
 from datetime import date, datetime
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db import connection
 from django.utils import timezone
 
 from accounts.buffered import BufferedWriter
@@ -71,17 +70,7 @@ class Meter(BufferedWriter):
             row[1] += value[1]
 
     def write_one(self, key, value) -> None:
-        (account_id, slug, hook, day), (runs, total_ms) = key, value
-        lookup = dict(account_id=account_id, plugin_slug=slug, hook=hook, day=day)
-        updated = UsageDaily.objects.filter(**lookup).update(runs=F("runs") + runs,
-                                                            total_ms=F("total_ms") + total_ms)
-        if updated:
-            return
-        try:
-            with transaction.atomic():
-                UsageDaily.objects.create(runs=runs, total_ms=total_ms, **lookup)
-        except IntegrityError:   # another process created the row first
-            UsageDaily.objects.filter(**lookup).update(runs=F("runs") + runs, total_ms=F("total_ms") + total_ms)
+        self.write_many([(key, value)])
 
 
 meter = Meter()

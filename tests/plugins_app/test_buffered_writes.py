@@ -32,7 +32,7 @@ def writers(settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_flush_commits_once_per_batch_not_once_per_key(account, settings, monkeypatch, writers):
+def test_a_flush_commits_once_per_batch_not_once_per_key(account, monkeypatch, writers):
     monkeypatch.setattr(buffered, "BATCH", 4)
     meter = writers(Meter)
     for i in range(10):
@@ -46,7 +46,7 @@ def test_a_flush_commits_once_per_batch_not_once_per_key(account, settings, monk
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_key_that_fails_at_commit_is_kept_and_the_rest_of_its_batch_is_written(account, settings, writers):
+def test_a_key_that_fails_at_commit_is_kept_and_the_rest_of_its_batch_is_written(account, writers):
     meter = writers(Meter)
     meter.add_runs(account.pk, "systemPrompt", [("good", 3.0)])
     # An account deleted since its runs were counted: the foreign key fails when the batch commits.
@@ -59,7 +59,7 @@ def test_a_key_that_fails_at_commit_is_kept_and_the_rest_of_its_batch_is_written
 
 
 @pytest.mark.django_db(transaction=True)
-def test_latency_keeps_a_failed_minute_whole_while_the_others_are_written(account, settings, writers):
+def test_latency_keeps_a_failed_minute_whole_while_the_others_are_written(account, writers):
     recorder = writers(LatencyRecorder)
     recorder.record(account.pk, "systemPrompt", traces([1.0, 2.0]))
     recorder.record(MISSING_ACCOUNT, "systemPrompt", traces([7.0]))
@@ -76,7 +76,7 @@ def _statements(captured) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_metering_batch_is_a_few_statements_whatever_its_size(account, other_account, settings, writers):
+def test_a_metering_batch_is_a_few_statements_whatever_its_size(account, other_account, writers):
     # SQLite's one write lock is held for the whole batch: a statement per key held it long enough
     # under load for requests that write to wait behind it.
     meter = writers(Meter)
@@ -94,7 +94,7 @@ def test_a_metering_batch_is_a_few_statements_whatever_its_size(account, other_a
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_latency_batch_is_a_few_statements_and_merges_into_the_rows_there(account, settings, writers):
+def test_a_latency_batch_is_a_few_statements_and_merges_into_the_rows_there(account, writers):
     recorder = writers(LatencyRecorder)
     recorder.record(account.pk, "systemPrompt", traces([1.0, 40.0]))
     recorder.flush()
@@ -121,8 +121,7 @@ def test_a_latency_batch_is_a_few_statements_and_merges_into_the_rows_there(acco
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_histogram_row_another_process_merged_into_meanwhile_is_not_overwritten(account, settings, writers,
-                                                                                   monkeypatch):
+def test_a_histogram_row_another_process_merged_into_meanwhile_is_not_overwritten(account, writers, monkeypatch):
     recorder, other = writers(LatencyRecorder), writers(LatencyRecorder)
     recorder.record(account.pk, "systemPrompt", traces([1.0]))
     recorder.flush()

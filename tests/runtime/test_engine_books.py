@@ -7,6 +7,7 @@ from multiprocessing.connection import Connection
 
 from plugins_app.runtime import engine_process, wire
 from plugins_app.runtime.engine_process import Engine
+from plugins_app.runtime.engine_run import start_attempt
 from plugins_app.runtime.protocol import DEFAULT_LIMITS
 
 from .conftest import PROMPT_CONTEXT
@@ -14,16 +15,21 @@ from .conftest import PROMPT_CONTEXT
 APPEND = "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '+';"
 
 
+def _code(handler) -> dict:
+    return {handler.installation_id: {"hash": handler.code_hash, "code": handler.code, "config": {}}}
+
+
+def _run(handler, n: int, account: str = "books", **extra) -> dict:
+    return {"op": "run", "id": n, "account": account, "hook": "systemPrompt", "context": PROMPT_CONTEXT,
+            "budgetMs": 5000, "host": {"session": None, "workspace": False, "ssh": False},
+            "handlers": [{"id": handler.installation_id, "hash": handler.code_hash}], **extra}
+
+
 def test_a_chain_answered_early_is_closed_by_the_next_arrival_or_else_by_its_timer(make_handler, monkeypatch):
     monkeypatch.setattr(engine_process, "BUSY_SECONDS", 0.5)   # room to look before the timer fires
     handler = make_handler(APPEND)
-    code = {handler.installation_id: {"hash": handler.code_hash, "code": handler.code, "config": {}}}
-
-    def run_message(n: int, **extra) -> bytes:
-        return wire.dumps({"op": "run", "id": n, "account": "books", "hook": "systemPrompt",
-                           "context": PROMPT_CONTEXT, "budgetMs": 5000,
-                           "host": {"session": None, "workspace": False, "ssh": False},
-                           "handlers": [{"id": handler.installation_id, "hash": handler.code_hash}], **extra})
+    code = _code(handler)
+    run_message = lambda n, **extra: wire.dumps(_run(handler, n, **extra))
 
     async def body():
         engine = Engine(64, DEFAULT_LIMITS, spare=False)
@@ -38,8 +44,8 @@ def test_a_chain_answered_early_is_closed_by_the_next_arrival_or_else_by_its_tim
         try:
             assert (await ask(run_message(1, code=code)))["context"]["systemPrompt"] == "base+"   # cold: by the loop
             second = await ask(run_message(2))   # warm: started on arrival, answered early
-            seen["pending"] = (engine.arrival_starts, engine.running is not None and engine.running.answered,
-                               len(engine.jobs))
+            seen["pending"] = (engine.arrival_starts,
+                               engine.running is not None and engine.isolate.queue.answered_early(), len(engine.jobs))
             third = await ask(run_message(3))    # closes the second's books, then starts on arrival itself
             seen["third"] = (engine.arrival_starts, len(engine.jobs))
             await asyncio.sleep(0.8)             # nothing arrives: the third's timer wakes the loop
@@ -62,32 +68,44 @@ def test_a_chain_answered_early_is_closed_by_the_next_arrival_or_else_by_its_tim
     assert (seen["status"], seen["after status"]) == (None, (None, 0))
 
 
-def test_the_next_call_of_an_account_whose_chain_was_answered_early_waits_here_not_in_the_lane(monkeypatch):
+def test_the_next_call_of_an_account_whose_chain_was_answered_early_waits_here_not_in_the_lane(make_handler,
+                                                                                           monkeypatch):
     # The isolate's thread sends the answer before the loop keeps the chain's books; on a busy machine
     # the caller's next call can arrive first. Counted as the account's own chain holding this
     # engine, it went to the lane, and waited there behind whatever ran (a runaway: seconds).
     monkeypatch.setattr(engine_process, "BUSY_SECONDS", 0.0)   # any running chain counts as busy
+    handler = make_handler(APPEND)
 
     async def body():
-        engine = Engine(64, DEFAULT_LIMITS, spare=False)   # admission only: no isolate needed
+        engine = Engine(64, DEFAULT_LIMITS, spare=False)   # no work loop: nothing keeps the books
+        iso = await engine.ready_isolate()
+        engine.remember("same", _code(handler))
+        assert await engine.load_missing(iso, "same", [handler.installation_id],
+                                         {handler.installation_id: handler.code_hash}) == []
         ours, theirs = socket.socketpair()
         client = engine_process.Client(wire.Frames(theirs.detach()))
         conn = Connection(ours.detach())
+        receive = lambda: asyncio.get_running_loop().run_in_executor(
+            None, lambda: wire.loads(conn.recv_bytes()) if conn.poll(5) else None)
         seen = {}
         try:
-            for answered in (False, True):
+            job = engine_process.Job(client, _run(handler, 1, account="same"), started=time.monotonic() - 1)
+            engine.running = job
+            for moment in ("running", "answered"):
+                if moment == "answered":   # the chain runs and the isolate's thread answers it
+                    start_attempt(engine, iso, job, job.message["handlers"], PROMPT_CONTEXT, early=True)
+                    assert (await receive())["context"]["systemPrompt"] == "base+"
                 engine.jobs.clear()
-                engine.running = engine_process.Job(client, {"op": "run", "id": 1, "account": "same"},
-                                                    started=time.monotonic() - 1, answered=answered)
-                engine._admit(client, {"op": "run", "id": 2, "account": "same", "handlers": []})
-                reply = wire.loads(conn.recv_bytes()) if conn.poll(0.2) else None
-                seen[answered] = ([job.message["id"] for job in engine.jobs], reply)
+                engine._admit(client, _run(handler, 2, account="same"))
+                reply = await receive() if moment == "running" else None
+                seen[moment] = ([queued.message["id"] for queued in engine.jobs], reply)
         finally:
             conn.close()
             client.conn.close()
+            await iso.close()
         return seen
 
     seen = asyncio.run(body())
-    queued, reply = seen[False]   # still running: sent away, to the lane (the same account's chain)
+    queued, reply = seen["running"]   # still running: sent away, to the lane (the same account's chain)
     assert queued == [] and (reply["busy"], reply["lane"]) == (True, True)
-    assert seen[True] == ([2], None)   # answered: queued here, to run once the books are kept
+    assert seen["answered"] == ([2], None)   # answered: queued here, to run once the books are kept
