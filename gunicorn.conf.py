@@ -14,17 +14,18 @@ worker_class = "gthread"
 threads = int(os.environ.get("HUB_WORKER_THREADS", "16"))
 
 _tier = None
+_tier_dir = None   # made here (and removed at exit) when the operator runs no tier of their own
 _metrics_dir = None   # made here (and removed at exit) when the operator gave none
 
 
 def on_starting(server):
     """Start the machine's engine tier before any worker: every worker connects to the same
     engines, so an account's compartments are warm once per machine, not once per worker."""
-    global _tier
+    global _tier, _tier_dir
     _prepare_metrics_dir()
     if os.environ.get("HUB_ENGINE_DIR"):   # the operator runs the tier as a service of its own
         return
-    directory = tempfile.mkdtemp(prefix="hub-engines-")
+    directory = _tier_dir = tempfile.mkdtemp(prefix="hub-engines-")
     # HOOK_*: the variables' old names (deprecated; middleware_hub/settings.py warns about them).
     engines = os.environ.get("HUB_ENGINE_PROCESSES") or os.environ.get("HOOK_ENGINE_PROCESSES") \
         or str(len(os.sched_getaffinity(0)))
@@ -71,3 +72,5 @@ def on_exit(server):
             _tier.wait(10)
         except subprocess.TimeoutExpired:
             _tier.kill()
+    if _tier_dir is not None:
+        shutil.rmtree(_tier_dir, ignore_errors=True)   # the workers' admission.lock is left in it

@@ -4,6 +4,7 @@ import warnings
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # HUB_VAR_DIR moves the SQLite file and the file-system broker (tests run a whole dev hub in a temp dir).
@@ -258,6 +259,12 @@ HUB_SLOW_LANE_SECONDS = int(env("HUB_SLOW_LANE_SECONDS", 600))
 # count), and at most HUB_EXECUTE_CONCURRENCY calls run at all. 0 = no such limit.
 HUB_EXECUTE_CONCURRENCY = int(env("HUB_EXECUTE_CONCURRENCY", 0))
 HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT = int(env("HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT", 1))
+# "machine": the per-account limit counts the calls of every web process sharing the engine tier
+# (gunicorn's workers), so an account's callers can't take one place in each worker; "process":
+# each web process counts its own.
+HUB_EXECUTE_PER_ACCOUNT_SCOPE = env("HUB_EXECUTE_PER_ACCOUNT_SCOPE", "machine")
+if HUB_EXECUTE_PER_ACCOUNT_SCOPE not in ("machine", "process"):
+    raise ImproperlyConfigured("HUB_EXECUTE_PER_ACCOUNT_SCOPE must be 'machine' or 'process'")
 
 # SSH (plugins_app.services.ssh). Private keys are encrypted with a key derived from
 # HUB_SSH_KEY_SECRET, or from SECRET_KEY when that is empty.

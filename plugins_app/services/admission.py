@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
+import os
 import threading
 import time
 from collections import OrderedDict, deque
@@ -11,7 +13,10 @@ from collections.abc import Callable, Hashable, Iterator
 
 from django.conf import settings
 
+from .machine_places import MachinePlaces
 from .metrics import admission_waited
+
+log = logging.getLogger(__name__)
 
 
 class FairGate:
@@ -26,10 +31,11 @@ class FairGate:
     """
 
     def __init__(self, capacity: float = math.inf, per_account: float | None = None,
-                 on_wait: Callable[[float], None] | None = None):
+                 on_wait: Callable[[float], None] | None = None, machine: MachinePlaces | None = None):
         self.capacity = capacity
         self.on_wait = on_wait   # hears how long each call waited for its turn (0 when it had not to)
         self.per_account = per_account or capacity   # places one account may hold at once
+        self.machine = machine   # when set, an account's places are also counted across the machine
         self._lock = threading.Lock()
         self._running = 0
         self._held: dict[Hashable, int] = {}
@@ -50,7 +56,7 @@ class FairGate:
                 self._local.depth = depth
             return
         started = time.perf_counter()
-        self._acquire(key, returning=False)
+        self._enter(key, returning=False)
         if self.on_wait is not None:
             self.on_wait(time.perf_counter() - started)
         self._local.depth, self._local.key, self._local.holding = 1, key, True
@@ -60,7 +66,7 @@ class FairGate:
             self._local.depth = 0
             if self._local.holding:
                 self._local.holding = False
-                self._release(key)
+                self._leave(key)
 
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:
@@ -69,16 +75,34 @@ class FairGate:
             yield
             return
         self._local.holding = False
-        self._release(self._local.key)
+        self._leave(self._local.key)
         try:
             yield
         finally:
-            self._acquire(self._local.key, returning=True)
+            self._enter(self._local.key, returning=True)
             self._local.holding = True
 
     def queued(self) -> int:
         with self._lock:
             return len(self._returning) + sum(len(q) for q in self._waiting.values())
+
+    def _enter(self, key: Hashable, *, returning: bool) -> None:
+        """The process's place first, then the machine's: a call blocked on another process
+        holds one thread of this one, and none of the account's other callers here."""
+        self._acquire(key, returning=returning)
+        self._local.slot = None
+        account_id = _account_id(key)
+        if self.machine is not None and account_id is not None:
+            try:
+                self._local.slot = self.machine.take(account_id)
+            except OSError:   # the shared file is gone or unwritable: this process's limit still holds
+                log.exception("no machine-wide admission place for account %s", account_id)
+
+    def _leave(self, key: Hashable) -> None:
+        slot, self._local.slot = self._local.slot, None
+        if slot is not None and self.machine is not None:
+            self.machine.give_back(slot)
+        self._release(key)
 
     def _acquire(self, key: Hashable, *, returning: bool) -> None:
         with self._lock:
@@ -145,6 +169,13 @@ class FairGate:
         self._held[key] = self._held.get(key, 0) + 1
 
 
+def _account_id(key: Hashable) -> int | None:
+    """The account a line (see line_for) is, if it is known to be one."""
+    if isinstance(key, tuple) and len(key) == 2 and key[0] == "account" and isinstance(key[1], int):
+        return key[1]
+    return None
+
+
 class OpenGate:
     """No admission control (both limits 0)."""
 
@@ -173,9 +204,19 @@ def get_gate() -> FairGate | OpenGate:
             if _gate is None:
                 capacity = settings.HUB_EXECUTE_CONCURRENCY or math.inf
                 per_account = settings.HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT or math.inf
-                _gate = (FairGate(capacity, per_account, on_wait=admission_waited)
+                _gate = (FairGate(capacity, per_account, on_wait=admission_waited,
+                                  machine=_machine_places(per_account))
                          if min(capacity, per_account) < math.inf else OpenGate())
     return _gate
+
+
+def _machine_places(per_account: float) -> MachinePlaces | None:
+    """The per-account limit holds for the machine when the web processes share an engine tier
+    (HUB_ENGINE_DIR, set by gunicorn.conf.py) and HUB_EXECUTE_PER_ACCOUNT_SCOPE is "machine"."""
+    directory = os.environ.get("HUB_ENGINE_DIR")
+    if settings.HUB_EXECUTE_PER_ACCOUNT_SCOPE != "machine" or not directory or per_account == math.inf:
+        return None
+    return MachinePlaces(os.path.join(directory, "admission.lock"), int(per_account))
 
 
 # Which account an API key prefix belongs to, learnt from authenticated calls, so a second key
