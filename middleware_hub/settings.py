@@ -259,10 +259,13 @@ HUB_SLOW_LANE_SECONDS = int(env("HUB_SLOW_LANE_SECONDS", 600))
 # count), and at most HUB_EXECUTE_CONCURRENCY calls run at all. 0 = no such limit.
 HUB_EXECUTE_CONCURRENCY = int(env("HUB_EXECUTE_CONCURRENCY", 0))
 HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT = int(env("HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT", 1))
-# "machine": the per-account limit counts the calls of every web process sharing the engine tier
-# (gunicorn's workers), so an account's callers can't take one place in each worker; "process":
-# each web process counts its own.
+# "machine": the web processes sharing an engine tier (gunicorn's workers) also share
+# HUB_EXECUTE_MACHINE_PLACES places (0 = one per CPU) by fair share: an account may run Python for
+# that many calls at once divided by the accounts running, and always one. A lone tenant can use
+# the machine; beside others, a tenant's many callers can't take a place in each worker.
+# "process": each web process only counts its own.
 HUB_EXECUTE_PER_ACCOUNT_SCOPE = env("HUB_EXECUTE_PER_ACCOUNT_SCOPE", "machine")
+HUB_EXECUTE_MACHINE_PLACES = int(env("HUB_EXECUTE_MACHINE_PLACES", 0))
 if HUB_EXECUTE_PER_ACCOUNT_SCOPE not in ("machine", "process"):
     raise ImproperlyConfigured("HUB_EXECUTE_PER_ACCOUNT_SCOPE must be 'machine' or 'process'")
 

@@ -211,12 +211,13 @@ def get_gate() -> FairGate | OpenGate:
 
 
 def _machine_places(per_account: float) -> MachinePlaces | None:
-    """The per-account limit holds for the machine when the web processes share an engine tier
+    """Accounts share the machine's places when its web processes share an engine tier
     (HUB_ENGINE_DIR, set by gunicorn.conf.py) and HUB_EXECUTE_PER_ACCOUNT_SCOPE is "machine"."""
     directory = os.environ.get("HUB_ENGINE_DIR")
     if settings.HUB_EXECUTE_PER_ACCOUNT_SCOPE != "machine" or not directory or per_account == math.inf:
         return None
-    return MachinePlaces(os.path.join(directory, "admission.lock"), int(per_account))
+    capacity = settings.HUB_EXECUTE_MACHINE_PLACES or len(os.sched_getaffinity(0))
+    return MachinePlaces(os.path.join(directory, "admission.lock"), capacity)
 
 
 # Which account an API key prefix belongs to, learnt from authenticated calls, so a second key

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import random
 import struct
 import threading
 from pathlib import Path
@@ -15,31 +14,55 @@ _OFFSETS = 2 ** 62   # a lock offset must fit in off_t, whatever an account's id
 
 
 class MachinePlaces:
-    """`per_account` places per account for the whole machine. A place is one byte of `path`
-    locked with an open-file-description lock: it conflicts with every other thread's (each
-    thread opens the file itself), the kernel frees it if its process dies, and a waiter sleeps
-    in the kernel without the GIL. Unlike a process-local count, the web workers then share one
-    limit: an account with many callers can't take one place in each worker."""
+    """Places for calls that run Python, shared by the machine's web processes, dealt by fair
+    share: an account gets `capacity` places divided by the number of accounts running, and
+    always one. A lone tenant can then use the whole machine, while a tenant retrying from many
+    connections beside others runs one call at a time, however many web workers it reaches.
 
-    def __init__(self, path: str | Path, per_account: int = 1):
+    A place is one byte of `path` locked with an open-file-description lock: it conflicts with
+    every other thread's (each thread opens the file itself), the kernel frees it if its process
+    dies, a waiter sleeps in the kernel without the GIL, and the accounts running are read from
+    the locks themselves (F_OFD_GETLK), so there is no count to drift."""
+
+    def __init__(self, path: str | Path, capacity: int):
         self.path = str(path)
-        self.per_account = max(1, per_account)
+        self.capacity = max(1, capacity)   # also the most places one account can hold
         self._local = threading.local()
 
     def take(self, account_id: int) -> int:
         """Blocks until one of the account's places is this thread's; returns it for give_back."""
         fd = self._fd()
-        first = account_id * self.per_account
-        start = random.randrange(self.per_account)
-        slots = [(first + (start + k) % self.per_account) % _OFFSETS for k in range(self.per_account)]
-        for slot in slots:
+        first = self._first_slot(account_id)
+        if _lock(fd, first, wait=False):
+            return first
+        # The account runs elsewhere already: a further place only while its share allows one.
+        share = self.capacity // (self.accounts_running(besides=account_id) + 1)
+        for slot in range(first + 1, first + share):
             if _lock(fd, slot, wait=False):
                 return slot
-        _lock(fd, slots[0], wait=True)
-        return slots[0]
+        _lock(fd, first, wait=True)
+        return first
 
     def give_back(self, slot: int) -> None:
         fcntl.fcntl(self._fd(), fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, slot, 1, 0))
+
+    def accounts_running(self, besides: int | None = None) -> int:
+        """How many accounts (but `besides`) hold a place held by another thread, up to capacity."""
+        fd, skip = self._fd(), None if besides is None else self._first_slot(besides)
+        count, ranges = 0, [(0, _OFFSETS)]
+        # The kernel reports *a* conflicting lock in a range, not the lowest: split around each.
+        while ranges and count < self.capacity:
+            start, end = ranges.pop()
+            held = _a_lock_within(fd, start, end)
+            if held is None:
+                continue
+            first = held - held % self.capacity
+            count += first != skip
+            ranges += [(start, first), (first + self.capacity, end)]
+        return count
+
+    def _first_slot(self, account_id: int) -> int:
+        return account_id * self.capacity % (_OFFSETS - _OFFSETS % self.capacity)
 
     def _fd(self) -> int:
         # One open file description per thread and per process: a description inherited across
@@ -69,3 +92,12 @@ def _lock(fd: int, slot: int, *, wait: bool) -> bool:
     except (BlockingIOError, PermissionError):   # another description holds it (never when waiting)
         return False
     return True
+
+
+def _a_lock_within(fd: int, start: int, end: int) -> int | None:
+    """The offset of a byte in [start, end) that another description has locked, if any."""
+    if start >= end:
+        return None
+    probe = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, start, end - start, 0)
+    l_type, _, l_start, _, _ = _FLOCK.unpack(fcntl.fcntl(fd, fcntl.F_OFD_GETLK, probe))
+    return None if l_type == fcntl.F_UNLCK else max(l_start, start)

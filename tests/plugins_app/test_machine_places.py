@@ -20,7 +20,7 @@ from .serving import Served
 HOLDER = """
 import sys
 from plugins_app.services.machine_places import MachinePlaces
-places = MachinePlaces(sys.argv[1], int(sys.argv[2]))
+places = MachinePlaces(sys.argv[1], capacity=int(sys.argv[2]))
 slot = places.take(int(sys.argv[3]))
 print("held", flush=True)
 if sys.stdin.readline() == "give back\\n":
@@ -33,8 +33,8 @@ sys.stdin.readline()
 class Holder:
     """Another process that takes one of an account's places and keeps it until told."""
 
-    def __init__(self, path, account_id: int, per_account: int = 1):
-        self.process = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(per_account), str(account_id)],
+    def __init__(self, path, account_id: int, capacity: int = 1):
+        self.process = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(capacity), str(account_id)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
         assert self.process.stdout.readline() == "held\n"
@@ -50,15 +50,36 @@ class Holder:
 
 
 class Taker(threading.Thread):
-    """Takes a place in `places` for `account_id` and notes the slot it got."""
+    """A thread that takes a place in `places` for `account_id`, notes the slot it got, and
+    holds it until its test ends (a thread's places go with its open file when it ends)."""
 
     def __init__(self, places: MachinePlaces, account_id: int):
         super().__init__(daemon=True)
         self.places, self.account_id, self.slot = places, account_id, None
+        self.took, self.done = threading.Event(), threading.Event()
         self.start()
 
     def run(self):
         self.slot = self.places.take(self.account_id)
+        self.took.set()
+        self.done.wait(30)
+        self.places.give_back(self.slot)
+
+    def has_place(self, seconds: float) -> bool:
+        return self.took.wait(seconds)
+
+
+@pytest.fixture
+def takers():
+    made: list[Taker] = []
+
+    def take(places: MachinePlaces, account_id: int) -> Taker:
+        made.append(Taker(places, account_id))
+        return made[-1]
+
+    yield take
+    for taker in made:
+        taker.done.set()
 
 
 @pytest.fixture
@@ -66,55 +87,75 @@ def lock_path(tmp_path):
     return tmp_path / "admission.lock"
 
 
-def test_a_place_held_by_another_process_is_waited_for_and_other_accounts_are_not(lock_path):
+def test_a_place_held_by_another_process_is_waited_for_and_other_accounts_are_not(lock_path, takers):
     holder = Holder(lock_path, account_id=7)
-    places = MachinePlaces(lock_path)
+    places = MachinePlaces(lock_path, capacity=1)
     try:
-        waiting = Taker(places, 7)
-        other = Taker(places, 8)
-        other.join(10)
-        assert other.slot is not None   # another account's place is free
-        waiting.join(0.3)
-        assert waiting.is_alive() and waiting.slot is None   # still blocked on account 7's place
+        waiting = takers(places, 7)
+        assert takers(places, 8).has_place(10)   # another account's place is free
+        assert not waiting.has_place(0.3)   # still blocked on account 7's place
         holder.give_back()
-        waiting.join(10)
-        assert waiting.slot is not None
+        assert waiting.has_place(10) and waiting.slot == 7
     finally:
         holder.stop()
 
 
-def test_a_dead_holders_place_is_freed_by_the_kernel(lock_path):
+def test_a_dead_holders_place_is_freed_by_the_kernel(lock_path, takers):
     holder = Holder(lock_path, account_id=3)
-    waiting = Taker(MachinePlaces(lock_path), 3)
-    waiting.join(0.3)
-    assert waiting.is_alive()
+    waiting = takers(MachinePlaces(lock_path, capacity=1), 3)
+    assert not waiting.has_place(0.3)
     holder.process.send_signal(signal.SIGKILL)   # no give_back: the process just dies
     holder.process.wait(10)
-    waiting.join(10)
-    assert waiting.slot is not None
+    assert waiting.has_place(10)
 
 
-def test_two_threads_of_one_process_do_not_share_a_place(lock_path):
+def test_two_threads_of_one_process_do_not_share_a_place(lock_path, takers):
     # Each thread has its own open file description, so one thread's lock excludes the other's.
-    places = MachinePlaces(lock_path)
-    slot = places.take(1)
-    second = Taker(places, 1)
-    second.join(0.3)
-    assert second.is_alive()
-    places.give_back(slot)
-    second.join(10)
-    assert second.slot == slot
+    places = MachinePlaces(lock_path, capacity=1)
+    first = takers(places, 1)
+    assert first.has_place(10)
+    second = takers(places, 1)
+    assert not second.has_place(0.3)
+    first.done.set()
+    assert second.has_place(10) and second.slot == first.slot
 
 
-def test_an_account_may_hold_as_many_places_as_its_share(lock_path):
-    holders = [Holder(lock_path, account_id=5, per_account=2) for _ in range(2)]
+def test_a_lone_account_may_use_every_place_of_the_machine(lock_path, takers):
+    places = MachinePlaces(lock_path, capacity=3)
+    held = [takers(places, 5) for _ in range(3)]
+    assert all(taker.has_place(10) for taker in held)   # nobody else runs: all three places
+    assert sorted(taker.slot for taker in held) == [15, 16, 17]   # account 5's three bytes
+    fourth = takers(places, 5)
+    assert not fourth.has_place(0.3)   # but no more than the machine has
+    held[0].done.set()   # a waiter waits for the account's first place
+    assert fourth.has_place(10) and fourth.slot == 15
+
+
+def test_beside_other_accounts_an_account_gets_its_share_of_the_places(lock_path, takers):
+    places = MachinePlaces(lock_path, capacity=4)
+    holder = Holder(lock_path, account_id=2, capacity=4)
     try:
-        third = Taker(MachinePlaces(lock_path, per_account=2), 5)
-        third.join(0.3)
-        assert third.is_alive()   # both of account 5's places are taken
-        holders[1].give_back()
-        third.join(10)
-        assert third.slot in (10, 11)   # account 5's two bytes
+        first, second = takers(places, 1), takers(places, 1)
+        assert first.has_place(10) and second.has_place(10)
+        assert places.accounts_running() == 2 and places.accounts_running(besides=1) == 1
+        # Account 1 runs beside account 2: 4 places // 2 accounts = 2 for it, and it holds both.
+        assert sorted([first.slot, second.slot]) == [4, 5]
+        third = takers(places, 1)
+        assert not third.has_place(0.3)
+        holder.stop()   # account 2 is done; account 1's next caller, alone now, may have the rest
+        assert third.has_place(0.0) is False and takers(places, 1).has_place(10)
+    finally:
+        holder.stop()
+
+
+def test_the_accounts_running_are_counted_wherever_their_bytes_lie(lock_path):
+    # The kernel reports one conflicting lock per query, not necessarily the lowest; every held
+    # place must still be found (ids far apart, in an order unlike their offsets).
+    holders = [Holder(lock_path, account_id=n, capacity=8) for n in (900_000, 3, 77, 12_345)]
+    try:
+        assert MachinePlaces(lock_path, capacity=8).accounts_running() == 4
+        assert MachinePlaces(lock_path, capacity=8).accounts_running(besides=77) == 3
+        assert MachinePlaces(lock_path, capacity=2).accounts_running() == 2   # counting stops at capacity
     finally:
         for holder in holders:
             holder.stop()
@@ -122,7 +163,7 @@ def test_an_account_may_hold_as_many_places_as_its_share(lock_path):
 
 def test_two_web_processes_gates_share_an_account_and_an_engine_wait_gives_it_away(lock_path):
     # Two gates on one file stand for two gunicorn workers of one machine.
-    first, second = (FairGate(per_account=1, machine=MachinePlaces(lock_path)) for _ in range(2))
+    first, second = (FairGate(per_account=1, machine=MachinePlaces(lock_path, capacity=1)) for _ in range(2))
     line = ("account", 42)
     in_engine, answered, order = threading.Event(), threading.Event(), []
 
@@ -148,7 +189,7 @@ def test_two_web_processes_gates_share_an_account_and_an_engine_wait_gives_it_aw
 
 
 def test_lines_that_are_not_a_known_account_take_no_machine_place(lock_path):
-    gate = FairGate(per_account=1, machine=MachinePlaces(lock_path))
+    gate = FairGate(per_account=1, machine=MachinePlaces(lock_path, capacity=1))
     holder = Holder(lock_path, account_id=9)
     try:
         # An unlearnt key prefix isn't an account yet; only its own process counts it.
@@ -176,6 +217,7 @@ def test_the_gate_counts_an_account_machine_wide_only_under_a_shared_tier(settin
     assert (gate.machine is not None) is shared
     if shared:
         assert gate.machine.path == str(tmp_path / "admission.lock")
+        assert gate.machine.capacity == len(os.sched_getaffinity(0))   # HUB_EXECUTE_MACHINE_PLACES=0: one per CPU
     monkeypatch.setattr(admission, "_gate", None)
     monkeypatch.delenv("HUB_ENGINE_DIR")
     assert admission.get_gate().machine is None   # a process with engines of its own is alone
@@ -187,7 +229,7 @@ def served_on_shared_tier(tmp_path):
     the test knows the directory, so it can take an account's place from outside the server."""
     supervisor = Supervisor(tmp_path / "engines", engines=1, lane=1).start()
     (supervisor.directory / "tier.json").write_text(json.dumps(supervisor.describe()))
-    server = Served(workers=1, HUB_ENGINE_DIR=str(supervisor.directory))
+    server = Served(workers=1, HUB_ENGINE_DIR=str(supervisor.directory), HUB_EXECUTE_MACHINE_PLACES="1")
     try:
         yield server.start(), supervisor.directory / "admission.lock"
     finally:
@@ -211,7 +253,7 @@ def test_a_served_call_waits_while_another_process_holds_its_accounts_place(serv
         answers.append(server.request("POST", "/api/v1/hooks/systemPrompt/execute", {"context": PROMPT}, auth[name])[0])
 
     execute("acme", [])   # the worker learns which account acme's key is
-    places = MachinePlaces(lock)
+    places = MachinePlaces(lock, capacity=1)
     slot = places.take(acme_id)
     acme_answers, beta_answers = [], []
     acme_call = threading.Thread(target=execute, args=("acme", acme_answers), daemon=True)
