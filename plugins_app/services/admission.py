@@ -36,6 +36,7 @@ class FairGate:
         self.on_wait = on_wait   # hears how long each call waited for its turn (0 when it had not to)
         self.per_account = per_account or capacity   # places one account may hold at once
         self.machine = machine   # when set, an account's places are also counted across the machine
+        self._machine_failed = False
         self._lock = threading.Lock()
         self._running = 0
         self._held: dict[Hashable, int] = {}
@@ -96,7 +97,9 @@ class FairGate:
             try:
                 self._local.slot = self.machine.take(account_id)
             except OSError:   # the shared file is gone or unwritable: this process's limit still holds
-                log.exception("no machine-wide admission place for account %s", account_id)
+                if not self._machine_failed:   # once: it would fail the same way on every call
+                    self._machine_failed = True
+                    log.exception("machine-wide admission failed; each web process counts alone meanwhile")
 
     def _leave(self, key: Hashable) -> None:
         slot, self._local.slot = self._local.slot, None

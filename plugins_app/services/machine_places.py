@@ -77,11 +77,11 @@ class _Description:
     """A thread's open file; closed (its locks with it) when the thread's locals go."""
 
     def __init__(self, path: str):
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self.pid = os.getpid()
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def __del__(self):
-        if self.pid == os.getpid():
+        if self.pid == os.getpid() and hasattr(self, "fd"):   # (no fd when the open failed)
             os.close(self.fd)
 
 

@@ -264,3 +264,14 @@ def test_a_served_call_waits_while_another_process_holds_its_accounts_place(serv
     places.give_back(slot)
     acme_call.join(30)
     assert acme_answers == [200]
+
+
+def test_without_its_shared_file_the_gate_still_admits_and_says_so_once(tmp_path, caplog):
+    gate = FairGate(per_account=1, machine=MachinePlaces(tmp_path / "gone" / "admission.lock", capacity=1))
+    admitted = []
+    for _ in range(3):
+        with gate.turn(("account", 4)):
+            admitted.append(gate._running)
+    assert admitted == [1, 1, 1]   # the process's own place was still taken each time
+    failures = [r for r in caplog.records if "machine-wide admission failed" in r.getMessage()]
+    assert len(failures) == 1
