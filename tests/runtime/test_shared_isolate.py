@@ -218,7 +218,9 @@ def test_a_chain_started_on_arrival_runs_out_even_if_its_caller_hangs_up(one_eng
     good = make_handler(APPEND)
     run_chain(tier, "leaver", HOOKS["systemPrompt"], [slow], PROMPT_CONTEXT)   # warm
     run_chain(tier, "stayer", HOOKS["systemPrompt"], [good], PROMPT_CONTEXT)
-    before = tier.ping(address)["startsOnArrival"]
+    # Idle first: a chain arriving while the warm-up's books are still open queues instead of
+    # starting on arrival, and then neither chain below would count as one.
+    before = idle_status(tier, address)["startsOnArrival"]
     link = EngineLink.connect(address)
     link.conn.send_bytes(wire.dumps({
         "op": "run", "id": 1, "account": "leaver", "hook": "systemPrompt", "context": PROMPT_CONTEXT,
@@ -227,12 +229,17 @@ def test_a_chain_started_on_arrival_runs_out_even_if_its_caller_hangs_up(one_eng
     link.close()   # gone while its chain runs
     # The next caller waits its turn and gets its own value, never the one left behind.
     assert run_chain(tier, "stayer", HOOKS["systemPrompt"], [good], PROMPT_CONTEXT).value == "base+"
-    # The stayer's answer can come (from the isolate's thread) a moment before the engine's loop
-    # has kept its books: "running" is a snapshot.
+    status = idle_status(tier, address)
+    assert status["startsOnArrival"] >= before + 1 and status["running"] is None and status["replaced"] == 0
+
+
+def idle_status(tier, address: str) -> dict:
+    """The engine's status once no chain runs on it. An answer can come from the isolate's thread
+    a moment before the engine's loop has kept its books: "running" is a snapshot."""
     deadline = time.monotonic() + 5
     while (status := tier.ping(address))["running"] is not None and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert status["startsOnArrival"] >= before + 1 and status["running"] is None and status["replaced"] == 0
+    return status
 
 
 def test_a_call_sent_off_its_own_accounts_busy_engine_waits_there_when_the_lane_is_busy_too(engine_and_lane,
