@@ -89,11 +89,13 @@ class FairGate:
 
     def _enter(self, key: Hashable, *, returning: bool) -> None:
         """The process's place first, then the machine's: a call blocked on another process
-        holds one thread of this one, and none of the account's other callers here."""
+        holds one thread of this one, and none of the account's other callers here. A call coming
+        back from its engine needs no machine place: the engine bounds how many can, and the
+        kernel's lock is not first come, so it could wait behind its account's new calls."""
         self._acquire(key, returning=returning)
         self._local.slot = None
         account_id = _account_id(key)
-        if self.machine is not None and account_id is not None:
+        if self.machine is not None and account_id is not None and not returning:
             try:
                 self._local.slot = self.machine.take(account_id)
             except OSError:   # the shared file is gone or unwritable: this process's limit still holds

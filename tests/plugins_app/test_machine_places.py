@@ -183,9 +183,10 @@ def test_two_web_processes_gates_share_an_account_and_an_engine_wait_gives_it_aw
     in_engine.wait(10)
     with second.turn(line):   # free again while the first call waits on its engine
         order.append("second again")
-    answered.set()
-    caller.join(10)
-    assert order == ["second finished", "second again", "first finished"]
+        answered.set()
+        caller.join(10)   # back from its engine, the first call finishes without the machine's place
+        order.append("second still running")
+    assert order == ["second finished", "second again", "first finished", "second still running"]
 
 
 def test_lines_that_are_not_a_known_account_take_no_machine_place(lock_path):
