@@ -18,8 +18,9 @@ class BatchConflict(Exception):
 
 
 class BufferedWriter:
-    """Subclasses keep their adds in `_pending` under `_lock`, and say how to write one (`write_one`)
-    and keep one that failed for the next flush (`keep`). `added()` after each add writes at once
+    """Subclasses keep their adds in `_pending` under `_lock`, and say how to write (`write_many`
+    for a batch, `write_one` for a key, or both; each defaults to the other) and keep one that
+    failed for the next flush (`keep`). `added()` after each add writes at once
     when HUB_METERING_FLUSH_SECONDS is 0, or makes sure the flushing thread runs."""
 
     thread_name = "hub-buffered-writer"
@@ -43,7 +44,8 @@ class BufferedWriter:
         return pending
 
     def write_one(self, key, value) -> None:
-        raise NotImplementedError
+        """Writes one key (a failed batch is retried this way, key by key)."""
+        self.write_many(self.prepare([(key, value)]))
 
     def prepare(self, batch: list):
         """What can be worked out before the batch's transaction begins (reads, merging), so the

@@ -24,9 +24,6 @@ class KeyUseRecorder(BufferedWriter):
             self._pending[api_key.pk] = now
         self.added()
 
-    def write_one(self, key, value) -> None:
-        ApiKey.write_use(key, value)
-
     def write_many(self, prepared: list) -> None:
         # One statement for the batch: with a thousand accounts, a statement per key held SQLite's
         # write lock for seconds a minute.

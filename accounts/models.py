@@ -156,10 +156,6 @@ class ApiKey(models.Model):
         return self.last_used_at is None or now - self.last_used_at >= LAST_USED_RESOLUTION
 
     @staticmethod
-    def write_use(pk, now) -> None:
-        ApiKey.write_uses([(pk, now)])
-
-    @staticmethod
     def write_uses(uses) -> None:
         """Writes each (key pk, when) in one statement. The condition keeps concurrent writers (and
         late ones) from writing over a recent use."""

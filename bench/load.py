@@ -307,7 +307,7 @@ def good_lanes(keys: dict, threads: int) -> list[Lane]:
     return [Lane("good", _fixed(keys[f"good-{i}"])) for i in range(threads)]
 
 
-def bad_lanes(role: str, key: str, threads: int) -> list[Lane]:
+def one_account_lanes(role: str, key: str, threads: int) -> list[Lane]:
     return [Lane(role, _fixed(key)) for _ in range(threads)]
 
 
@@ -369,11 +369,11 @@ def lanes_for(phase: str, keys: dict, args) -> list[Lane]:
     if phase == "many":
         return many_lanes([keys[k] for k in sorted(keys) if k.startswith("many-")], args.threads)
     if phase == "busy":   # a lone tenant with many agents: every thread calls the same account
-        return bad_lanes("good", keys["good-0"], args.threads)
+        return one_account_lanes("good", keys["good-0"], args.threads)
     lanes = good_lanes(keys, args.threads)
     extra = {"heavy": ("heavy", 1), "runaway2": ("runaway", 2), "runaway4": ("runaway", 4)}.get(phase)
     if extra:
-        lanes += bad_lanes(extra[0], keys[phase], extra[1])
+        lanes += one_account_lanes(extra[0], keys[phase], extra[1])
     return lanes
 
 

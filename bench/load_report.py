@@ -168,7 +168,7 @@ def target_rows(figs: list[Figures], accounts: int) -> list[tuple[str, str, str,
             rows += _runaway_rows(f, base, title, ratio)
         if f.phase == "many":
             rows += _many_rows(f, base, title, ratio, accounts)
-        if f.phase == "busy":   # no target: what one place per account per machine costs a lone tenant
+        if f.phase == "busy":   # no target: what the machine's fair share leaves a lone tenant
             rows.append((f"{title}: one account's throughput, all 8 threads calling it", f"{f.rate:,.1f} req/s",
                          f"{ratio:.2f}x", "(no target: alone, an account may use the whole machine)"))
         rows.append((f"{title}: engine memory", _mib(f.mem["engines"]), f"{f.mem['engines'] / max(base.mem['engines'], 1):.2f}x",

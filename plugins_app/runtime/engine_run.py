@@ -255,6 +255,6 @@ def _early_bytes(job: Job, value) -> bytes | None:
     if not isinstance(value, str) or not value.startswith('{"done":true,'):
         return None
     try:
-        return (b'{"op":"result","id":' + wire.dumps(job.message.get("id")) + b"," + value[1:].encode())
+        return b'{"op":"result","id":' + wire.dumps(job.message.get("id")) + b"," + value[1:].encode()
     except UnicodeEncodeError:
         return None

@@ -12,6 +12,18 @@ from pathlib import Path
 _FLOCK = struct.Struct("@hhqqi4x")
 _OFFSETS = 2 ** 62   # a lock offset must fit in off_t, whatever an account's id
 
+# Bumped in a forked child: a description opened before the fork is the parent's (and shared
+# with it), so the child opens its own. Counted here rather than asking getpid() on every call.
+_forks = 0
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
 
 class MachinePlaces:
     """Places for calls that run Python, shared by the machine's web processes, dealt by fair
@@ -68,7 +80,7 @@ class MachinePlaces:
         # One open file description per thread and per process: a description inherited across
         # fork, or shared by two threads, would hold the lock for both.
         held = getattr(self._local, "description", None)
-        if held is None or held.pid != os.getpid():
+        if held is None or held.forks != _forks:
             held = self._local.description = _Description(self.path)
         return held.fd
 
@@ -77,11 +89,11 @@ class _Description:
     """A thread's open file; closed (its locks with it) when the thread's locals go."""
 
     def __init__(self, path: str):
-        self.pid = os.getpid()
+        self.forks = _forks
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def __del__(self):
-        if self.pid == os.getpid() and hasattr(self, "fd"):   # (no fd when the open failed)
+        if self.forks == _forks and hasattr(self, "fd"):   # (no fd when the open failed)
             os.close(self.fd)
 
 

@@ -69,8 +69,5 @@ class Meter(BufferedWriter):
             row[0] += value[0]
             row[1] += value[1]
 
-    def write_one(self, key, value) -> None:
-        self.write_many([(key, value)])
-
 
 meter = Meter()

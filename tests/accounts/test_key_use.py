@@ -51,7 +51,7 @@ def test_a_late_flush_does_not_write_over_a_more_recent_use(account, settings):
     api_key, _ = ApiKey.issue(account)
     now = timezone.now()
     recorder.note(api_key, now=now)
-    ApiKey.write_use(api_key.pk, now + timedelta(seconds=30))   # another process wrote a later use meanwhile
+    ApiKey.write_uses([(api_key.pk, now + timedelta(seconds=30))])   # another process wrote a later use meanwhile
     recorder.flush()
     assert ApiKey.objects.get(pk=api_key.pk).last_used_at == now + timedelta(seconds=30)
 

@@ -120,6 +120,24 @@ def test_two_threads_of_one_process_do_not_share_a_place(lock_path, takers):
     assert second.has_place(10) and second.slot == first.slot
 
 
+def test_a_forked_child_does_not_share_its_parents_description(lock_path):
+    # gunicorn forks its workers: a description inherited from the parent would be the parent's
+    # own, so the parent's places would look free to the child (GETLK ignores its own locks).
+    places = MachinePlaces(lock_path, capacity=1)
+    slot = places.take(6)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:   # pragma: no cover (the child reports through the pipe)
+        os.write(write_end, str(places.accounts_running()).encode())
+        os._exit(0)
+    os.close(write_end)
+    seen = os.read(read_end, 16)
+    os.waitpid(child, 0)
+    os.close(read_end)
+    places.give_back(slot)
+    assert seen == b"1"
+
+
 def test_a_lone_account_may_use_every_place_of_the_machine(lock_path, takers):
     places = MachinePlaces(lock_path, capacity=3)
     held = [takers(places, 5) for _ in range(3)]
@@ -192,20 +210,26 @@ def test_two_web_processes_gates_share_an_account_and_an_engine_wait_gives_it_aw
 def test_lines_that_are_not_a_known_account_take_no_machine_place(lock_path):
     gate = FairGate(per_account=1, machine=MachinePlaces(lock_path, capacity=1))
     holder = Holder(lock_path, account_id=9)
+    admitted = []
+
+    def account_call():
+        with gate.turn(("account", 9)):
+            admitted.append("account 9")
+
     try:
         # An unlearnt key prefix isn't an account yet; only its own process counts it.
         with gate.turn(("key", "abc123")):
-            pass
+            admitted.append("key")
         with gate.turn(("unauthenticated",)):
-            pass
-        blocked = threading.Thread(target=lambda: gate.turn(("account", 9)).__enter__(), daemon=True)
+            admitted.append("unauthenticated")
+        blocked = threading.Thread(target=account_call, daemon=True)
         blocked.start()
         blocked.join(0.3)
-        assert blocked.is_alive()
+        assert admitted == ["key", "unauthenticated"]   # account 9's place is the holder's
     finally:
         holder.stop()
     blocked.join(10)
-    assert not blocked.is_alive()
+    assert admitted == ["key", "unauthenticated", "account 9"]
 
 
 @pytest.mark.parametrize("scope, shared", [("machine", True), ("process", False)])
