@@ -20,15 +20,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from load_report import (
+    ALTERNATED,
     PHASES,
     TITLES,
+    Alternation,
     Call,
     Figures,
+    alternation_on,
     bracketed,
     phase_table,
+    print_alternation_line,
     print_phase_line,
     print_targets,
     summarize,
+    summarize_alternation,
     target_rows,
 )
 
@@ -298,17 +303,19 @@ def _ms(started: float) -> float:
 
 @dataclass
 class Lane:
-    """A client thread: its role and how it picks the next key -> (key, is that account's first call)."""
+    """A client thread: its role, how it picks the next key -> (key, is that account's first call), and
+    when it calls (`on`, given seconds since the phase started; always when None)."""
     role: str
     pick: object
+    on: object = None
 
 
 def good_lanes(keys: dict, threads: int) -> list[Lane]:
     return [Lane("good", _fixed(keys[f"good-{i}"])) for i in range(threads)]
 
 
-def one_account_lanes(role: str, key: str, threads: int) -> list[Lane]:
-    return [Lane(role, _fixed(key)) for _ in range(threads)]
+def one_account_lanes(role: str, key: str, threads: int, on=None) -> list[Lane]:
+    return [Lane(role, _fixed(key), on) for _ in range(threads)]
 
 
 def many_lanes(keys: list[str], threads: int) -> list[Lane]:
@@ -342,7 +349,12 @@ def run_phase(port: int, lanes: list[Lane], seconds: float, max_requests: int) -
     def loop(index: int, lane: Lane):
         caller = Caller(port)
         try:
-            while time.perf_counter() < deadline and next(tickets) < max_requests:
+            while time.perf_counter() < deadline:
+                if lane.on is not None and not lane.on(time.perf_counter() - started):
+                    time.sleep(0.01)
+                    continue
+                if next(tickets) >= max_requests:
+                    break
                 key, first = lane.pick()
                 status, ms = caller.call(key)
                 calls.append(Call(lane.role, index, first, time.perf_counter() - started, ms, status, caller.chain_ms))
@@ -365,7 +377,8 @@ def warm_up(port: int, keys: dict, threads: int, seconds: float = 5.0) -> list[C
     return run_phase(port, lanes, seconds, 50_000)[0]
 
 
-def lanes_for(phase: str, keys: dict, args) -> list[Lane]:
+def lanes_for(phase: str, keys: dict, args, on=None) -> list[Lane]:
+    """The phase's client threads; `on`, when given, says when its bad tenant's threads call."""
     if phase == "many":
         return many_lanes([keys[k] for k in sorted(keys) if k.startswith("many-")], args.threads)
     if phase == "busy":   # a lone tenant with many agents: every thread calls the same account
@@ -373,7 +386,7 @@ def lanes_for(phase: str, keys: dict, args) -> list[Lane]:
     lanes = good_lanes(keys, args.threads)
     extra = {"heavy": ("heavy", 1), "runaway2": ("runaway", 2), "runaway4": ("runaway", 4)}.get(phase)
     if extra:
-        lanes += one_account_lanes(extra[0], keys[phase], extra[1])
+        lanes += one_account_lanes(extra[0], keys[phase], extra[1], on)
     return lanes
 
 
@@ -401,6 +414,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--accounts", type=int, default=1000, help="accounts in the many-accounts phase (default 1000)")
     p.add_argument("--phases", default=",".join(PHASES),
                    help=f"comma-separated subset of {','.join(PHASES)} or 1-{len(PHASES)} (baseline always runs)")
+    p.add_argument("--alternate-seconds", type=float, default=40,
+                   help="after each bad-tenant phase, this long with the bad tenant calling in alternate blocks and "
+                        "the good accounts throughout (0 = skip; default 40)")
+    p.add_argument("--block-seconds", type=float, default=5, help="an alternation's block (default 5)")
     p.add_argument("--max-requests", type=int, default=50_000, help="request cap per phase (default 50,000)")
     p.add_argument("--no-bracket", dest="bracket", action="store_false",
                    help="compare every phase with the first baseline only, instead of running the baseline again "
@@ -440,6 +457,15 @@ def run(args, workdir: Path) -> list[Figures]:
             print_phase_line(fig, title)
             return fig
 
+        def alternated(phase: str) -> Alternation:
+            blocks = max(2, round(args.alternate_seconds / args.block_seconds))
+            on = alternation_on(args.block_seconds)
+            calls, _ = run_phase(port, lanes_for(phase, keys, args, on), blocks * args.block_seconds,
+                                 args.max_requests)
+            alt = summarize_alternation(phase, calls, args.block_seconds, blocks)
+            print_alternation_line(alt)
+            return alt
+
         before = None
         for phase in args.phases:
             fig = measured(phase)
@@ -451,6 +477,8 @@ def run(args, workdir: Path) -> list[Figures]:
                 fig.base, before = bracketed(before, again, figs[0].mem), again
             else:
                 fig.base = figs[0]
+            if phase in ALTERNATED and args.alternate_seconds > 0:
+                fig.alternation = alternated(phase)
     finally:
         stop_server(server)
         log.close()

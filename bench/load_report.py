@@ -61,6 +61,66 @@ class Figures:
     mem: dict = field(default_factory=dict)
     timeline: list = field(default_factory=list)   # good req/s in each tenth of the phase
     base: Figures | None = None   # what its ratios are to: the baselines just before and after it
+    alternation: Alternation | None = None   # the same tenant again, calling in alternate blocks
+
+
+# ---------------------------------------------------------------- alternation
+
+ALTERNATED = ("heavy", "runaway2", "runaway4")
+SETTLE_S = 1.0   # the start of each block is left out: a bad call in flight at a switch finishes there
+
+
+def alternation_on(block_s: float):
+    """Whether the bad tenant calls at t seconds: blocks go on, off, off, on, and again, so a drift
+    of the host's speed that is linear over the run weighs on both sides alike."""
+    return lambda t: int(t // block_s) % 4 in (0, 3)
+
+
+@dataclass
+class Alternation:
+    """Good calls while the bad tenant calls ("on") against good calls in the blocks between ("off"),
+    over one run of a few seconds' blocks: the host's drift over minutes, which a phase between two
+    baselines can only average out, cancels here."""
+    phase: str
+    blocks: int
+    on_n: int
+    off_n: int
+    on_rate: float
+    off_rate: float
+    on_p99: float
+    off_p99: float
+    bad_n: int
+
+    @property
+    def ratio(self) -> float:
+        return self.on_rate / self.off_rate if self.off_rate else float("nan")
+
+    @property
+    def p99_ratio(self) -> float:
+        return self.on_p99 / self.off_p99 if self.off_p99 else float("nan")
+
+
+def summarize_alternation(phase: str, calls: list[Call], block_s: float, blocks: int) -> Alternation:
+    on_block = alternation_on(block_s)
+    sides: dict[bool, list[float]] = {True: [], False: []}
+    for c in calls:
+        if c.role not in ("good", "many") or not c.ok or c.done >= blocks * block_s:
+            continue
+        if c.done % block_s >= SETTLE_S:
+            sides[on_block(c.done)].append(c.ms)
+    counted_s = block_s - SETTLE_S
+    on_blocks = sum(on_block(i * block_s) for i in range(blocks))
+    on_s, off_s = on_blocks * counted_s, (blocks - on_blocks) * counted_s
+    return Alternation(phase, blocks, len(sides[True]), len(sides[False]),
+                       len(sides[True]) / max(on_s, 1e-9), len(sides[False]) / max(off_s, 1e-9),
+                       pct(sides[True], 0.99), pct(sides[False], 0.99),
+                       sum(1 for c in calls if c.role not in ("good", "many") and c.ok))
+
+
+def print_alternation_line(alt: Alternation) -> None:
+    print(f"    alternating {alt.blocks} blocks: good {alt.on_rate:,.1f} req/s while {TITLES[alt.phase][4:]} "
+          f"calls, {alt.off_rate:,.1f} between: {alt.ratio:.2f}x; p99 {alt.on_p99:,.1f} / {alt.off_p99:,.1f} ms: "
+          f"{alt.p99_ratio:.2f}x; bad calls {alt.bad_n}", flush=True)
 
 
 def bracketed(before: Figures, after: Figures, mem: dict) -> Figures:
@@ -166,6 +226,8 @@ def target_rows(figs: list[Figures], accounts: int) -> list[tuple[str, str, str,
                          f"{b['p50'] / base.p50:,.0f}x good p50", "(1 s of CPU each)"))
         if f.phase.startswith("runaway"):
             rows += _runaway_rows(f, base, title, ratio)
+        if f.alternation is not None:
+            rows += _alternation_rows(f.alternation, title)
         if f.phase == "many":
             rows += _many_rows(f, base, title, ratio, accounts)
         if f.phase == "busy":   # no target: what the machine's fair share leaves a lone tenant
@@ -188,6 +250,16 @@ def _runaway_rows(f: Figures, base: Figures, title: str, ratio: float) -> list:
         _later_row(f"{title}: runaway later calls p50 ({max(b['n'] - len(b['first_ms']), 0)} calls)",
                    b["later_p50"], base),
     ]
+
+
+def _alternation_rows(alt: Alternation, title: str) -> list:
+    least = 0.6 if alt.phase == "heavy" else 0.7
+    rows = [(f"{title}: good throughput, alternate {alt.blocks} blocks", f"{alt.on_rate:,.1f} req/s",
+             f"{alt.ratio:.2f}x", f">= {least:.2f}x  {_check(alt.ratio >= least)}")]
+    if alt.phase != "heavy":
+        rows.append((f"{title}: good p99, alternate {alt.blocks} blocks", f"{alt.on_p99:,.1f} ms",
+                     f"{alt.p99_ratio:.2f}x", f"<= 3x  {_check(alt.p99_ratio <= 3)}"))
+    return rows
 
 
 def _later_row(name: str, later_p50: float, base: Figures) -> tuple:
