@@ -414,9 +414,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--accounts", type=int, default=1000, help="accounts in the many-accounts phase (default 1000)")
     p.add_argument("--phases", default=",".join(PHASES),
                    help=f"comma-separated subset of {','.join(PHASES)} or 1-{len(PHASES)} (baseline always runs)")
-    p.add_argument("--alternate-seconds", type=float, default=40,
+    p.add_argument("--alternate-seconds", type=float, default=60,
                    help="after each bad-tenant phase, this long with the bad tenant calling in alternate blocks and "
-                        "the good accounts throughout (0 = skip; default 40)")
+                        "the good accounts throughout (0 = skip; default 60)")
     p.add_argument("--block-seconds", type=float, default=5, help="an alternation's block (default 5)")
     p.add_argument("--max-requests", type=int, default=50_000, help="request cap per phase (default 50,000)")
     p.add_argument("--no-bracket", dest="bracket", action="store_false",
