@@ -266,6 +266,11 @@ HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT = int(env("HUB_EXECUTE_CONCURRENCY_PER_ACCOU
 # "process": each web process only counts its own.
 HUB_EXECUTE_PER_ACCOUNT_SCOPE = env("HUB_EXECUTE_PER_ACCOUNT_SCOPE", "machine")
 HUB_EXECUTE_MACHINE_PLACES = int(env("HUB_EXECUTE_MACHINE_PLACES", 0))
+# Beside other accounts, a call that found its account's machine place taken keeps it resting this
+# many times as long as it held it (at most HUB_EXECUTE_MAX_REST_MS): a tenant calling from many
+# connections then gets about one caller's share of calls per second. 0 = no rest.
+HUB_EXECUTE_REST_FACTOR = float(env("HUB_EXECUTE_REST_FACTOR", 2))
+HUB_EXECUTE_MAX_REST_MS = float(env("HUB_EXECUTE_MAX_REST_MS", 100))
 if HUB_EXECUTE_PER_ACCOUNT_SCOPE not in ("machine", "process"):
     raise ImproperlyConfigured("HUB_EXECUTE_PER_ACCOUNT_SCOPE must be 'machine' or 'process'")
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Iterator
 from django.conf import settings
 
 from .machine_places import MachinePlaces
-from .metrics import admission_waited
+from .metrics import admission_rested, admission_waited
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,11 @@ class FairGate:
     """
 
     def __init__(self, capacity: float = math.inf, per_account: float | None = None,
-                 on_wait: Callable[[float], None] | None = None, machine: MachinePlaces | None = None):
+                 on_wait: Callable[[float], None] | None = None, machine: MachinePlaces | None = None,
+                 on_rest: Callable[[float], None] | None = None):
         self.capacity = capacity
         self.on_wait = on_wait   # hears how long each call waited for its turn (0 when it had not to)
+        self.on_rest = on_rest   # hears how long a call rested its account's machine place, when it did
         self.per_account = per_account or capacity   # places one account may hold at once
         self.machine = machine   # when set, an account's places are also counted across the machine
         self._machine_failed = False
@@ -93,21 +95,24 @@ class FairGate:
         back from its engine needs no machine place: the engine bounds how many can, and the
         kernel's lock is not first come, so it could wait behind its account's new calls."""
         self._acquire(key, returning=returning)
-        self._local.slot = None
+        self._local.place = None
         account_id = _account_id(key)
         if self.machine is not None and account_id is not None and not returning:
             try:
-                self._local.slot = self.machine.take(account_id)
+                self._local.place = self.machine.take(account_id)
             except OSError:   # the shared file is gone or unwritable: this process's limit still holds
                 if not self._machine_failed:   # once: it would fail the same way on every call
                     self._machine_failed = True
                     log.exception("machine-wide admission failed; each web process counts alone meanwhile")
 
     def _leave(self, key: Hashable) -> None:
-        slot, self._local.slot = self._local.slot, None
-        if slot is not None and self.machine is not None:
-            self.machine.give_back(slot)
+        """The process's place first: a place resting (see MachinePlaces) keeps no one here out."""
+        place, self._local.place = self._local.place, None
         self._release(key)
+        if place is not None and self.machine is not None:
+            rested = self.machine.give_back(place)
+            if rested and self.on_rest is not None:
+                self.on_rest(rested)
 
     def _acquire(self, key: Hashable, *, returning: bool) -> None:
         with self._lock:
@@ -210,7 +215,7 @@ def get_gate() -> FairGate | OpenGate:
                 capacity = settings.HUB_EXECUTE_CONCURRENCY or math.inf
                 per_account = settings.HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT or math.inf
                 _gate = (FairGate(capacity, per_account, on_wait=admission_waited,
-                                  machine=_machine_places(per_account))
+                                  machine=_machine_places(per_account), on_rest=admission_rested)
                          if min(capacity, per_account) < math.inf else OpenGate())
     return _gate
 
@@ -222,7 +227,9 @@ def _machine_places(per_account: float) -> MachinePlaces | None:
     if settings.HUB_EXECUTE_PER_ACCOUNT_SCOPE != "machine" or not directory or per_account == math.inf:
         return None
     capacity = settings.HUB_EXECUTE_MACHINE_PLACES or len(os.sched_getaffinity(0))
-    return MachinePlaces(os.path.join(directory, "admission.lock"), capacity)
+    return MachinePlaces(os.path.join(directory, "admission.lock"), capacity,
+                         rest_factor=settings.HUB_EXECUTE_REST_FACTOR,
+                         max_rest=settings.HUB_EXECUTE_MAX_REST_MS / 1000)
 
 
 # Which account an API key prefix belongs to, learnt from authenticated calls, so a second key

@@ -6,6 +6,7 @@ import fcntl
 import os
 import struct
 import threading
+import time
 from pathlib import Path
 
 # struct flock on Linux (x86-64 and arm64): l_type, l_whence, l_start, l_len, l_pid, padded to 32.
@@ -25,6 +26,16 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
+class Place:
+    """One of an account's places, as taken: given back with MachinePlaces.give_back."""
+
+    __slots__ = ("slot", "account_id", "waited", "taken_at")
+
+    def __init__(self, slot: int, account_id: int, waited: bool):
+        self.slot, self.account_id, self.waited = slot, account_id, waited
+        self.taken_at = time.monotonic()
+
+
 class MachinePlaces:
     """Places for calls that run Python, shared by the machine's web processes, dealt by fair
     share: an account gets `capacity` places divided by the number of accounts running, and
@@ -34,29 +45,50 @@ class MachinePlaces:
     A place is one byte of `path` locked with an open-file-description lock: it conflicts with
     every other thread's (each thread opens the file itself), the kernel frees it if its process
     dies, a waiter sleeps in the kernel without the GIL, and the accounts running are read from
-    the locks themselves (F_OFD_GETLK), so there is no count to drift."""
+    the locks themselves (F_OFD_GETLK), so there is no count to drift.
 
-    def __init__(self, path: str | Path, capacity: int):
+    One place bounds an account's calls in progress, not its calls per second: a tenant calling
+    from many connections keeps its place busy all the time, where a single caller holds it only
+    part of the time, and the machine's cost is per call. So a call that found its account's place
+    taken rests it, `rest_factor` times as long as it held it (at most `max_rest` seconds), before
+    giving it back while other accounts run: the account's next calls wait, and the tenant gets
+    about one caller's share of calls. Alone on the machine, an account never rests."""
+
+    def __init__(self, path: str | Path, capacity: int, rest_factor: float = 0.0, max_rest: float = 0.1):
         self.path = str(path)
         self.capacity = max(1, capacity)   # also the most places one account can hold
+        self.rest_factor, self.max_rest = rest_factor, max_rest
         self._local = threading.local()
 
-    def take(self, account_id: int) -> int:
+    def take(self, account_id: int) -> Place:
         """Blocks until one of the account's places is this thread's; returns it for give_back."""
         fd = self._fd()
         first = self._first_slot(account_id)
         if _lock(fd, first, wait=False):
-            return first
+            return Place(first, account_id, waited=False)
         # The account runs elsewhere already: a further place only while its share allows one.
         share = self.capacity // (self.accounts_running(besides=account_id) + 1)
         for slot in range(first + 1, first + share):
             if _lock(fd, slot, wait=False):
-                return slot
+                return Place(slot, account_id, waited=True)
         _lock(fd, first, wait=True)
-        return first
+        return Place(first, account_id, waited=True)
 
-    def give_back(self, slot: int) -> None:
-        fcntl.fcntl(self._fd(), fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, slot, 1, 0))
+    def give_back(self, place: Place) -> float:
+        """Unlocks the place, after its rest if it has one; returns the seconds rested."""
+        rest = self.rest_for(place)
+        if rest:
+            time.sleep(rest)
+        fcntl.fcntl(self._fd(), fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, place.slot, 1, 0))
+        return rest
+
+    def rest_for(self, place: Place) -> float:
+        if not place.waited or not self.rest_factor:
+            return 0.0
+        held = time.monotonic() - place.taken_at
+        if not self.accounts_running(besides=place.account_id):   # alone: the machine is its own
+            return 0.0
+        return min(held * self.rest_factor, self.max_rest)
 
     def accounts_running(self, besides: int | None = None) -> int:
         """How many accounts (but `besides`) hold a place held by another thread, up to capacity."""

@@ -37,6 +37,9 @@ CELERY_TASKS = Counter("hub_celery_tasks", "Celery tasks by name and outcome", [
 ADMISSION_WAIT_SECONDS = Histogram("hub_admission_wait_seconds",
                                    "Time an execute call waited for its account's turn in its web process",
                                    buckets=(0.0,) + SECONDS_BUCKETS)
+ADMISSION_REST_SECONDS = Counter("hub_admission_rest_seconds",
+                                 "Time calls of accounts calling from several connections at once kept "
+                                 "their account's machine place resting beside other accounts")
 
 
 class _BoundedLabel:
@@ -101,6 +104,8 @@ class _Deferred:
                 try:
                     if kind == "admission":
                         ADMISSION_WAIT_SECONDS.observe(*args)
+                    elif kind == "rest":
+                        ADMISSION_REST_SECONDS.inc(*args)
                     else:
                         (self._apply_chain if kind == "chain" else self._apply_call)(*args)
                 except Exception:
@@ -160,6 +165,10 @@ def execute_observed(hook: str):
 
 def admission_waited(seconds: float) -> None:
     deferred.add(("admission", seconds))
+
+
+def admission_rested(seconds: float) -> None:
+    deferred.add(("rest", seconds))
 
 
 def quarantined() -> None:

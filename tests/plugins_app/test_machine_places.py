@@ -12,19 +12,19 @@ import pytest
 from plugins_app.runtime.supervisor import Supervisor
 from plugins_app.services import admission
 from plugins_app.services.admission import FairGate
-from plugins_app.services.machine_places import MachinePlaces
+from plugins_app.services.machine_places import MachinePlaces, Place
 
 from .conftest import PROMPT, appender
 from .serving import Served
 
 HOLDER = """
 import sys
-from plugins_app.services.machine_places import MachinePlaces
+from plugins_app.services.machine_places import MachinePlaces, Place
 places = MachinePlaces(sys.argv[1], capacity=int(sys.argv[2]))
-slot = places.take(int(sys.argv[3]))
+place = places.take(int(sys.argv[3]))
 print("held", flush=True)
 if sys.stdin.readline() == "give back\\n":
-    places.give_back(slot)
+    places.give_back(place)
     print("given back", flush=True)
 sys.stdin.readline()
 """
@@ -55,15 +55,16 @@ class Taker(threading.Thread):
 
     def __init__(self, places: MachinePlaces, account_id: int):
         super().__init__(daemon=True)
-        self.places, self.account_id, self.slot = places, account_id, None
+        self.places, self.account_id, self.slot, self.place = places, account_id, None, None
         self.took, self.done = threading.Event(), threading.Event()
         self.start()
 
     def run(self):
-        self.slot = self.places.take(self.account_id)
+        self.place = place = self.places.take(self.account_id)
+        self.slot = place.slot
         self.took.set()
         self.done.wait(30)
-        self.places.give_back(self.slot)
+        self.places.give_back(place)
 
     def has_place(self, seconds: float) -> bool:
         return self.took.wait(seconds)
@@ -124,7 +125,7 @@ def test_a_forked_child_does_not_share_its_parents_description(lock_path):
     # gunicorn forks its workers: a description inherited from the parent would be the parent's
     # own, so the parent's places would look free to the child (GETLK ignores its own locks).
     places = MachinePlaces(lock_path, capacity=1)
-    slot = places.take(6)
+    place = places.take(6)
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:   # pragma: no cover (the child reports through the pipe)
@@ -134,7 +135,7 @@ def test_a_forked_child_does_not_share_its_parents_description(lock_path):
     seen = os.read(read_end, 16)
     os.waitpid(child, 0)
     os.close(read_end)
-    places.give_back(slot)
+    places.give_back(place)
     assert seen == b"1"
 
 
@@ -162,6 +163,90 @@ def test_beside_other_accounts_an_account_gets_its_share_of_the_places(lock_path
         assert not third.has_place(0.3)
         holder.stop()   # account 2 is done; account 1's next caller, alone now, may have the rest
         assert third.has_place(0.0) is False and takers(places, 1).has_place(10)
+    finally:
+        holder.stop()
+
+
+def held_for(place, seconds: float):
+    """The place as if taken `seconds` ago."""
+    place.taken_at -= seconds
+    return place
+
+
+def test_a_call_that_waited_for_its_account_rests_the_place_only_beside_other_accounts(lock_path):
+    places = MachinePlaces(lock_path, capacity=1, rest_factor=2, max_rest=0.05)
+    first = places.take(1)
+    assert not first.waited and places.rest_for(held_for(first, 10)) == 0   # it found the place free
+    second = Taker(places, 1)
+    assert not second.has_place(0.2)
+    places.give_back(first)   # alone on the machine: no rest
+    assert second.has_place(10)
+    waited = second.place
+    assert waited.waited and places.rest_for(held_for(waited, 10)) == 0   # account 1 runs alone
+    holder = Holder(lock_path, account_id=2)
+    try:
+        assert places.rest_for(waited) == 0.05   # beside account 2: factor x held, at most max_rest
+        assert places.rest_for(held_for(Place(1, 1, waited=True), 0.01)) == pytest.approx(0.02, abs=0.01)
+        assert MachinePlaces(lock_path, capacity=1).rest_for(waited) == 0   # rest_factor 0: never
+    finally:
+        holder.stop()
+        second.done.set()
+
+
+def test_a_resting_place_keeps_its_accounts_next_call_waiting_and_no_other_account(lock_path, takers):
+    places = MachinePlaces(lock_path, capacity=1, rest_factor=2, max_rest=0.6)
+    holder = Holder(lock_path, account_id=2)   # another account runs, so a contended place rests
+    took, rested = threading.Event(), []
+
+    def contended_call():
+        place = places.take(1)
+        took.set()
+        rested.append(places.give_back(held_for(place, 10)))   # rests 0.6 s, then unlocks
+
+    try:
+        blocker = places.take(1)
+        call = threading.Thread(target=contended_call, daemon=True)
+        call.start()
+        assert not took.wait(0.2)
+        places.give_back(blocker)
+        assert took.wait(10)
+        next_call = takers(places, 1)
+        assert not next_call.has_place(0.3)   # account 1's next call waits while the place rests
+        assert takers(places, 3).has_place(10)   # account 3's doesn't
+        assert next_call.has_place(10) and next_call.slot == 1
+        call.join(10)
+        assert rested == [0.6]
+    finally:
+        holder.stop()
+
+
+def test_a_resting_call_gives_its_web_process_place_away_first_and_the_rest_is_reported(lock_path):
+    rests = []
+    gate = FairGate(capacity=1, per_account=1, on_rest=rests.append,
+                    machine=MachinePlaces(lock_path, capacity=1, rest_factor=1e6, max_rest=0.6))
+    holder = Holder(lock_path, account_id=5)   # account 5 runs in another process
+    outside = MachinePlaces(lock_path, capacity=1)
+    in_turn, admitted = threading.Event(), []
+
+    def account_call(account_id: int):
+        with gate.turn(("account", account_id)):
+            admitted.append(account_id)
+            in_turn.set()
+
+    try:
+        taken = outside.take(1)   # account 1 runs elsewhere: its call here waits for the place
+        first = threading.Thread(target=account_call, args=(1,), daemon=True)
+        first.start()
+        first.join(0.2)
+        assert admitted == []
+        outside.give_back(taken)
+        assert in_turn.wait(10)   # account 1's call ran, and now rests its place for 0.6 s
+        second = threading.Thread(target=account_call, args=(3,), daemon=True)
+        second.start()
+        second.join(0.3)
+        assert admitted == [1, 3] and first.is_alive()   # the process's one place was free meanwhile
+        first.join(10)
+        assert rests == [0.6]
     finally:
         holder.stop()
 
@@ -236,6 +321,7 @@ def test_lines_that_are_not_a_known_account_take_no_machine_place(lock_path):
 def test_the_gate_counts_an_account_machine_wide_only_under_a_shared_tier(settings, monkeypatch, tmp_path,
                                                                           scope, shared):
     settings.HUB_EXECUTE_PER_ACCOUNT_SCOPE = scope
+    settings.HUB_EXECUTE_REST_FACTOR, settings.HUB_EXECUTE_MAX_REST_MS = 3, 40
     monkeypatch.setattr(admission, "_gate", None)
     monkeypatch.setenv("HUB_ENGINE_DIR", str(tmp_path))
     gate = admission.get_gate()
@@ -243,6 +329,7 @@ def test_the_gate_counts_an_account_machine_wide_only_under_a_shared_tier(settin
     if shared:
         assert gate.machine.path == str(tmp_path / "admission.lock")
         assert gate.machine.capacity == len(os.sched_getaffinity(0))   # HUB_EXECUTE_MACHINE_PLACES=0: one per CPU
+        assert (gate.machine.rest_factor, gate.machine.max_rest) == (3, 0.04)
     monkeypatch.setattr(admission, "_gate", None)
     monkeypatch.delenv("HUB_ENGINE_DIR")
     assert admission.get_gate().machine is None   # a process with engines of its own is alone
@@ -279,14 +366,14 @@ def test_a_served_call_waits_while_another_process_holds_its_accounts_place(serv
 
     execute("acme", [])   # the worker learns which account acme's key is
     places = MachinePlaces(lock, capacity=1)
-    slot = places.take(acme_id)
+    place = places.take(acme_id)
     acme_answers, beta_answers = [], []
     acme_call = threading.Thread(target=execute, args=("acme", acme_answers), daemon=True)
     acme_call.start()
     execute("beta", beta_answers)
     acme_call.join(0.5)
     assert beta_answers == [200] and acme_answers == []   # only acme waits for its place
-    places.give_back(slot)
+    places.give_back(place)
     acme_call.join(30)
     assert acme_answers == [200]
 
