@@ -241,7 +241,7 @@ class Engine:
     def held_long(self, iso: Isolate) -> None:
         """A handler has held the isolate past HOLD_SECONDS: its thread gets the CPU only when
         nothing else wants it, and the calls of its account that wait here are sent back."""
-        self._set_nice(iso, DEMOTED_NICE)
+        self._set_priority(iso, DEMOTED_NICE, idle=True)
         keep = deque()
         for job in self.jobs:
             if self._holder_for(job):
@@ -252,14 +252,19 @@ class Engine:
 
     def restore(self, iso: Isolate) -> bool:
         """Give a demoted isolate thread its priority back; False if the system won't allow it."""
-        return self._set_nice(iso, self.base_nice)
+        return self._set_priority(iso, self.base_nice, idle=False)
 
     @staticmethod
-    def _set_nice(iso: Isolate, nice: int) -> bool:
+    def _set_priority(iso: Isolate, nice: int, *, idle: bool) -> bool:
+        """`idle`: SCHED_IDLE as well as the nice value. A niced thread that spins keeps its core
+        a while when a web worker wakes; an idle-class one is preempted at once, so a wedged
+        handler soaks up only time nothing else wanted."""
         if iso.queue is None or iso.queue.thread_id is None:
             return True
+        thread = iso.queue.thread_id   # one thread on Linux
         try:
-            os.setpriority(os.PRIO_PROCESS, iso.queue.thread_id, nice)   # one thread on Linux
+            os.sched_setscheduler(thread, os.SCHED_IDLE if idle else os.SCHED_OTHER, os.sched_param(0))
+            os.setpriority(os.PRIO_PROCESS, thread, nice)
             return True
         except (PermissionError, ProcessLookupError):
             return False
@@ -322,7 +327,7 @@ class Engine:
     async def new_isolate(self) -> Isolate:
         iso = await Isolate(self.memory_mb, self.limits, self.host_call).start()
         if self.lowered:
-            self._set_nice(iso, self.base_nice)
+            self._set_priority(iso, self.base_nice, idle=False)
         return iso
 
     async def ready_isolate(self) -> Isolate:

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -130,12 +131,13 @@ def test_another_call_of_a_handler_holding_its_engine_skips_it_instead_of_waitin
         assert time.monotonic() < deadline
         time.sleep(0.05)
     engine_pid = tier.ping(tier.engines[0])["pid"]
-    assert 19 in _thread_nices(engine_pid)   # the holding thread yields the CPU to everything else
+    # The holding thread yields the CPU to everything else: nice 19, and preempted at once (SCHED_IDLE).
+    assert (19, os.SCHED_IDLE) in _thread_priorities(engine_pid)
     second = run_chain(tier, "hogger", HOOKS["systemPrompt"], [hog, good], PROMPT_CONTEXT)
     first_still_running = first.is_alive()
     first.join(10)
     deadline = time.monotonic() + 10   # the engine gives it back right after answering
-    while 19 in _thread_nices(engine_pid):   # ...its priority, once the chain is over
+    while _thread_priorities(engine_pid) != {(0, os.SCHED_OTHER)}:   # ...its priority, once the chain is over
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert first_still_running   # the second call did not wait for the first to finish
@@ -150,6 +152,12 @@ def _nice(stat: Path) -> int:
 
 def _thread_nices(pid: int) -> set[int]:
     return {_nice(task / "stat") for task in Path(f"/proc/{pid}/task").iterdir()}
+
+
+def _thread_priorities(pid: int) -> set[tuple[int, int]]:
+    """Each thread's (nice, scheduling policy): fields 19 and 41 of its stat."""
+    fields = (task.joinpath("stat").read_text().rsplit(")", 1)[1].split() for task in Path(f"/proc/{pid}/task").iterdir())
+    return {(int(f[16]), int(f[38])) for f in fields}
 
 
 def test_code_is_sent_with_a_first_call_and_asked_for_when_an_engine_lacks_it(one_engine, make_handler):
