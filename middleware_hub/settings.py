@@ -271,6 +271,9 @@ HUB_EXECUTE_MACHINE_PLACES = int(env("HUB_EXECUTE_MACHINE_PLACES", 0))
 # connections then gets about one caller's share of calls per second. 0 = no rest.
 HUB_EXECUTE_REST_FACTOR = float(env("HUB_EXECUTE_REST_FACTOR", 2))
 HUB_EXECUTE_MAX_REST_MS = float(env("HUB_EXECUTE_MAX_REST_MS", 100))
+for _name in ("HUB_EXECUTE_REST_FACTOR", "HUB_EXECUTE_MAX_REST_MS"):
+    if not 0 <= globals()[_name] < float("inf"):   # (NaN fails too)
+        raise ImproperlyConfigured(f"{_name} must be a finite number, 0 or more")
 if HUB_EXECUTE_PER_ACCOUNT_SCOPE not in ("machine", "process"):
     raise ImproperlyConfigured("HUB_EXECUTE_PER_ACCOUNT_SCOPE must be 'machine' or 'process'")
 

@@ -387,3 +387,14 @@ def test_without_its_shared_file_the_gate_still_admits_and_says_so_once(tmp_path
     assert admitted == [1, 1, 1]   # the process's own place was still taken each time
     failures = [r for r in caplog.records if "machine-wide admission failed" in r.getMessage()]
     assert len(failures) == 1
+
+
+@pytest.mark.parametrize("name, value", [("HUB_EXECUTE_REST_FACTOR", "-1"), ("HUB_EXECUTE_MAX_REST_MS", "nan"),
+                                         ("HUB_EXECUTE_MAX_REST_MS", "inf")])
+def test_a_rest_setting_that_could_not_be_slept_is_refused_at_start(name, value):
+    project = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    started = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=project,
+                             env=dict(os.environ, DJANGO_SETTINGS_MODULE="middleware_hub.settings", **{name: value}),
+                             capture_output=True, text=True, timeout=60)
+    assert started.returncode != 0
+    assert f"{name} must be a finite number, 0 or more" in started.stderr
