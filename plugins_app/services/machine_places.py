@@ -7,6 +7,7 @@ import os
 import struct
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # struct flock on Linux (x86-64 and arm64): l_type, l_whence, l_start, l_len, l_pid, padded to 32.
@@ -26,14 +27,14 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
+@dataclass(slots=True)
 class Place:
     """One of an account's places, as taken: given back with MachinePlaces.give_back."""
 
-    __slots__ = ("slot", "account_id", "waited", "taken_at")
-
-    def __init__(self, slot: int, account_id: int, waited: bool):
-        self.slot, self.account_id, self.waited = slot, account_id, waited
-        self.taken_at = time.monotonic()
+    slot: int
+    account_id: int
+    waited: bool   # the account's first place was taken when the call came
+    taken_at: float = field(default_factory=time.monotonic)
 
 
 class MachinePlaces:

@@ -58,6 +58,15 @@ def test_execute_calls_and_handlers_move_the_counters(client, api_client, instal
         sample(after, "hub_engine_compartment_misses_total", engine="1") >= 2   # first calls load both
 
 
+def test_a_rest_of_an_accounts_machine_place_adds_its_seconds(client, db):
+    # The gate reports each rest (tests/plugins_app/test_machine_places.py); here it reaches the scrape.
+    before = scrape(client)
+    metrics.admission_rested(0.25)
+    metrics.admission_rested(0.5)
+    after = scrape(client)
+    assert sample(after, "hub_admission_rest_seconds_total") - sample(before, "hub_admission_rest_seconds_total") == 0.75
+
+
 def test_a_refused_call_counts_as_rejected_and_an_unknown_hook_is_one_label(client, api_client):
     before = scrape(client)
     assert execute(api_client, context={"sessionId": "1"}).status_code == 400

@@ -146,18 +146,18 @@ def test_another_call_of_a_handler_holding_its_engine_skips_it_instead_of_waitin
     assert second.value == "base+"
 
 
-def _nice(stat: Path) -> int:
-    return int(stat.read_text().rsplit(")", 1)[1].split()[16])   # field 19: nice
-
-
-def _thread_nices(pid: int) -> set[int]:
-    return {_nice(task / "stat") for task in Path(f"/proc/{pid}/task").iterdir()}
+def _priority(stat: Path) -> tuple[int, int]:
+    """A thread's (nice, scheduling policy): fields 19 and 41 of its stat."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()   # from field 3 on
+    return int(fields[16]), int(fields[38])
 
 
 def _thread_priorities(pid: int) -> set[tuple[int, int]]:
-    """Each thread's (nice, scheduling policy): fields 19 and 41 of its stat."""
-    fields = (task.joinpath("stat").read_text().rsplit(")", 1)[1].split() for task in Path(f"/proc/{pid}/task").iterdir())
-    return {(int(f[16]), int(f[38])) for f in fields}
+    return {_priority(task / "stat") for task in Path(f"/proc/{pid}/task").iterdir()}
+
+
+def _thread_nices(pid: int) -> set[int]:
+    return {nice for nice, _ in _thread_priorities(pid)}
 
 
 def test_code_is_sent_with_a_first_call_and_asked_for_when_an_engine_lacks_it(one_engine, make_handler):
@@ -189,7 +189,7 @@ def test_a_first_call_loads_its_compartments_before_starting_the_chain_once(one_
 def test_a_lane_engine_lowers_its_isolates_thread_but_not_the_thread_that_watches_budgets(engine_and_lane):
     _, tier = engine_and_lane
     lane_pid, engine_pid = tier.ping(tier.lane[0])["pid"], tier.ping(tier.engines[0])["pid"]
-    assert _nice(Path(f"/proc/{lane_pid}/stat")) == 0   # the main thread
+    assert _priority(Path(f"/proc/{lane_pid}/stat"))[0] == 0   # the main thread
     assert 10 in _thread_nices(lane_pid)        # its isolates' threads (the current one and the spare)
     assert _thread_nices(engine_pid) == {0}     # a shared engine lowers nothing
 
