@@ -30,7 +30,7 @@ def on_starting(server):
     engines = os.environ.get("HUB_ENGINE_PROCESSES") or os.environ.get("HOOK_ENGINE_PROCESSES") \
         or str(len(os.sched_getaffinity(0)))
     lane = os.environ.get("HUB_LANE_PROCESSES") or os.environ.get("HOOK_LANE_PROCESSES") or "1"
-    _tier = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.supervisor", directory,
+    _tier = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.engine.supervisor", directory,
                               "--engines", engines, "--lane", lane], cwd=Path(__file__).resolve().parent)
     layout = Path(directory) / "tier.json"
     deadline = time.monotonic() + 30

@@ -66,7 +66,7 @@ def setup_main() -> None:
 
     from accounts import services as accounts
     from accounts.models import Account
-    from plugins_app.services import plugins
+    from plugins_app.services.plugins import installations as plugins
 
     _memoize_compile(plugins)
     plan, keys = json.load(sys.stdin), {}
@@ -86,7 +86,7 @@ def setup_main() -> None:
 
 def _stop_engines() -> None:
     """A process-owned pool is shut down here; an engine tier started on first use stops at exit by itself."""
-    from plugins_app.services import engine
+    from plugins_app.services.engine import tier as engine
     if hasattr(engine, "get_pool"):
         engine.get_pool().shutdown()
 

@@ -28,9 +28,9 @@ CONTEXT = {"sessionId": "18446744073709551615", "agentId": "2", "sessionKind": "
 def engine_figures(n: int = 5000) -> dict:
     """In-engine throughput on one core: the same 3-handler chain run n times inside one engine
     process, then through the pool (IPC + JSON included)."""
-    from plugins_app.runtime.chain import Handler, run_chain
-    from plugins_app.runtime.hooks import HOOKS
-    from plugins_app.runtime.supervisor import local_supervisor
+    from plugins_app.runtime.engine.supervisor import local_supervisor
+    from plugins_app.runtime.tables.hooks import HOOKS
+    from plugins_app.runtime.web.chain import Handler, run_chain
 
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {max(allowed)})   # the engine process inherits it: "per core" literally

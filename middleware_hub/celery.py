@@ -8,14 +8,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
 
 from django.conf import settings  # read once DJANGO_SETTINGS_MODULE is set (above)
 
-from plugins_app.services.task_queue import DELIVER_DUE_NOTIFICATIONS
+from plugins_app.services.scheduling.task_queue import DELIVER_DUE_NOTIFICATIONS
 
 app = Celery("middleware_hub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 # Beat's DatabaseScheduler copies this entry into its table at start; cron jobs' own entries are
-# written there by plugins_app.services.cron.
+# written there by plugins_app.services.scheduling.cron.
 app.conf.beat_schedule = {
     "deliver-due-notifications": {
         "task": DELIVER_DUE_NOTIFICATIONS,
@@ -37,9 +37,9 @@ def quiet_logs(logger, **kwargs):
 @worker_process_shutdown.connect
 def flush_metering(**kwargs):
     # Pool processes leave without running atexit handlers: write buffered usage first.
-    from plugins_app.services.latency import recorder
-    from plugins_app.services.metering import meter
-    from plugins_app.services.metrics import deferred
+    from plugins_app.services.observability.latency import recorder
+    from plugins_app.services.observability.metering import meter
+    from plugins_app.services.observability.metrics import deferred
 
     meter.flush()
     recorder.flush()

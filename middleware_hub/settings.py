@@ -82,7 +82,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "plugins_app.services.changes.ChangeActorMiddleware",
+    "plugins_app.services.audit.changes.ChangeActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -183,7 +183,7 @@ SPECTACULAR_SETTINGS = {
         "plugins_app.api.schema.add_hook_contexts",
         "plugins_app.api.schema.document_errors",
     ],
-    "ENUM_NAME_OVERRIDES": {"SshOperationKindEnum": "plugins_app.runtime.hooks.SSH_KINDS"},
+    "ENUM_NAME_OVERRIDES": {"SshOperationKindEnum": "plugins_app.runtime.tables.hooks.SSH_KINDS"},
 }
 
 # Celery. The default filesystem broker needs no service; both directions use
@@ -207,7 +207,7 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = TIME_ZONE
 
-# Scheduled missions and timers (plugins_app.services.cron / notifications, plugins_app.tasks).
+# Scheduled missions and timers (plugins_app.services.scheduling.cron / notifications, plugins_app.tasks).
 HUB_CRON_MIN_INTERVAL_SECONDS = int(env("HUB_CRON_MIN_INTERVAL_SECONDS", 60))
 # A slot no worker started within this long (or one interval) is dropped; the next one is due.
 HUB_CRON_SLOT_GRACE_SECONDS = int(env("HUB_CRON_SLOT_GRACE_SECONDS", 300))
@@ -222,7 +222,7 @@ HUB_NOTIFY_RECLAIM_SECONDS = int(env("HUB_NOTIFY_RECLAIM_SECONDS", 3600))
 # Platform deliveries (missions, timers) retry with exponential backoff: 1 s, 2 s, 4 s ... capped.
 HUB_DELIVERY_MAX_RETRIES = int(env("HUB_DELIVERY_MAX_RETRIES", 8))
 HUB_DELIVERY_BACKOFF_MAX_SECONDS = int(env("HUB_DELIVERY_BACKOFF_MAX_SECONDS", 300))
-# The platform bridge (plugins_app.services.platform) connects only to these: host names
+# The platform bridge (plugins_app.services.host.platform) connects only to these: host names
 # (".example.com" also matches subdomains), addresses and CIDR networks. Empty allows none; a
 # development server (DEBUG) allows loopback unless the variable is set.
 HUB_PLATFORM_ALLOWED_HOSTS = env_list("HUB_PLATFORM_ALLOWED_HOSTS", ["127.0.0.0/8", "::1"] if DEBUG else [])
@@ -277,7 +277,7 @@ for _name in ("HUB_EXECUTE_REST_FACTOR", "HUB_EXECUTE_MAX_REST_MS"):
 if HUB_EXECUTE_PER_ACCOUNT_SCOPE not in ("machine", "process"):
     raise ImproperlyConfigured("HUB_EXECUTE_PER_ACCOUNT_SCOPE must be 'machine' or 'process'")
 
-# SSH (plugins_app.services.ssh). Private keys are encrypted with a key derived from
+# SSH (plugins_app.services.ssh.client). Private keys are encrypted with a key derived from
 # HUB_SSH_KEY_SECRET, or from SECRET_KEY when that is empty.
 HUB_SSH_KEY_SECRET = env("HUB_SSH_KEY_SECRET", "")
 HUB_SSH_MAX_OUTPUT_BYTES = int(env("HUB_SSH_MAX_OUTPUT_BYTES", 1024 * 1024))
@@ -285,7 +285,7 @@ HUB_SSH_CONNECT_TIMEOUT_SECONDS = float(env("HUB_SSH_CONNECT_TIMEOUT_SECONDS", 1
 HUB_SSH_COMMAND_TIMEOUT_SECONDS = float(env("HUB_SSH_COMMAND_TIMEOUT_SECONDS", 300))
 HUB_SSH_TURN_TTL_SECONDS = int(env("HUB_SSH_TURN_TTL_SECONDS", 24 * 3600))
 
-# Host surface (plugins_app.services.host_members): what plugins may reach through host.*.
+# Host surface (plugins_app.services.host.registry): what plugins may reach through host.*.
 # host.fetch refuses loopback, private, link-local and metadata addresses unless this is on.
 HUB_FETCH_ALLOW_PRIVATE = env_bool("HUB_FETCH_ALLOW_PRIVATE", False)
 HUB_FETCH_MAX_BYTES = int(env("HUB_FETCH_MAX_BYTES", 1024 * 1024))

@@ -1,4 +1,4 @@
-"""App configuration for plugins_app."""
+"""App configuration for plugins_app, and the one place its parts are wired together."""
 
 from django.apps import AppConfig
 
@@ -10,7 +10,23 @@ class PluginsAppConfig(AppConfig):
 
     def ready(self):
         # Imported here: models must be loaded before the services are.
-        from plugins_app.services import host_members, metrics
+        from plugins_app.services.engine import admission, tier
+        from plugins_app.services.execution import quarantine
+        from plugins_app.services.execution.observers import after_chain
+        from plugins_app.services.host import log, registry
+        from plugins_app.services.observability import latency, metering, metrics
+        from plugins_app.services.versions import shadow
 
-        host_members.register()
-        metrics.register()
+        # Fair admission reports to the metrics; a call waiting on its engine gives its place away.
+        admission.configure(on_wait=metrics.admission_waited, on_rest=metrics.admission_rested)
+        tier.configure(waiting=lambda: admission.get_gate().waiting())
+        quarantine.configure(on_quarantined=metrics.quarantined)
+        registry.register()   # the host.* members, into the host bridge
+        # After each recorded chain run, in this order (pluggy's one call seam, for the hub).
+        after_chain.add("quarantine", quarantine.observe_chain)
+        after_chain.add("metering", metering.observe_chain)
+        after_chain.add("latency", latency.observe_chain)
+        after_chain.add("metrics", metrics.observe_chain)
+        after_chain.add("plugin logs", log.store_logs)
+        after_chain.add("shadow", shadow.observe_chain)
+        metrics.register()   # Celery's task signals

@@ -3,7 +3,7 @@
 from rest_framework import status
 from rest_framework.exceptions import APIException
 
-from plugins_app.runtime.hooks import HOOK_NAMES
+from plugins_app.runtime.tables.hooks import HOOK_NAMES
 
 
 class HubError(APIException):

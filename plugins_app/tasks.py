@@ -4,7 +4,8 @@ from celery import shared_task
 from django.conf import settings
 
 from plugins_app.errors import PlatformError
-from plugins_app.services import cron, notifications, shadow
+from plugins_app.services.scheduling import cron, notifications
+from plugins_app.services.versions import shadow
 
 # Deliveries to the platform: Celery retries a temporary failure with exponential backoff; the
 # message is acknowledged only once the task finished, so a worker that dies mid-task loses nothing.

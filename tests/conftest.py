@@ -5,8 +5,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiKey
-from plugins_app.services import plugins
-from plugins_app.services.chain_cache import chain_cache
+from plugins_app.services.execution.chain_cache import chain_cache
+from plugins_app.services.plugins import installations as plugins
 
 # Fixture modules shared across test folders, registered once instead of imported by each test module.
 pytest_plugins = [

@@ -8,7 +8,7 @@ import time
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from plugins_app.services.platform import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
+from plugins_app.services.host.platform import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
 
 SECRET = "stub-signing-secret"
 

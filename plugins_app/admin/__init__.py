@@ -2,8 +2,13 @@
 
 from django.contrib import admin
 
-# Importing a module registers its admins.
-from . import accounts, audit, chains, changes, home, host, latency, plugins, scheduling, ssh, ssh_turns, versions  # noqa: F401
+# Django's autodiscovery imports this package; importing each page module registers its admins.
+from plugins_app.admin import accounts, home, host, scheduling  # noqa: F401
+from plugins_app.admin.audit import changes, latency, logs  # noqa: F401
+from plugins_app.admin.plugins import chains, installations  # noqa: F401
+from plugins_app.admin.ssh import hosts, turns  # noqa: F401
+from plugins_app.admin.versions import pages  # noqa: F401
+
 from .scoping import (
     AccountScopedAdmin,
     AccountScopedStackedInline,

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.urls import reverse
 
 from accounts.models import Account
-from plugins_app.services import dashboard
+from plugins_app.services.observability import dashboard
 
 from .scoping import ADMIN, is_operator, roles
 

@@ -6,8 +6,7 @@ from django.core.exceptions import ValidationError
 
 from plugins_app.errors import InvalidInput
 from plugins_app.models import Agent, Installation, PlatformConfig, Plugin, PluginLog, WorkspaceFile
-from plugins_app.services import platform
-from plugins_app.services.host_members import agents
+from plugins_app.services.host import agents, platform
 
 from .filters import PluginSlugFilter, plugin_column
 from .scoping import AccountScopedAdmin, ReadOnlyAccountScopedAdmin, admin_account_ids, is_operator

@@ -9,7 +9,7 @@ from django.utils.html import format_html
 
 from plugins_app.errors import HubError, InvalidInput
 from plugins_app.models import CronJob, CronRun, Notification
-from plugins_app.services import cron
+from plugins_app.services.scheduling import cron
 
 from .scoping import AccountScopedAdmin, AccountScopedTabularInline, ReadOnlyAccountScopedAdmin, per_object_action
 

@@ -6,7 +6,7 @@ import re
 
 from accounts.authentication import ApiPrincipal
 from accounts.models import parse_key
-from plugins_app.services import admission
+from plugins_app.services.engine import admission
 
 EXECUTE_PATH = re.compile(r"^/api/v1/hooks/[^/]+/execute$")
 

@@ -1,9 +1,9 @@
 """OpenAPI additions generated from the hook table: one context schema per hook."""
 
-from plugins_app.runtime.context import FIELD_TYPES
-from plugins_app.runtime.hooks import HOOKS
-from plugins_app.services.execution import HOP_LIMIT
-from plugins_app.services.hook_samples import example_context
+from plugins_app.runtime.tables.context import FIELD_TYPES
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.services.execution.execute import HOP_LIMIT
+from plugins_app.services.execution.hook_samples import example_context
 
 
 def context_schema(spec) -> dict:

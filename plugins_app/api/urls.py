@@ -2,7 +2,11 @@
 
 from django.urls import path
 
-from . import catalog_views, host_views, scheduling_views, sdk_views, ssh_views, version_views, views
+from plugins_app.api.host import views as host_views
+from plugins_app.api.plugins import catalog_views, sdk_views, views
+from plugins_app.api.scheduling import views as scheduling_views
+from plugins_app.api.ssh import views as ssh_views
+from plugins_app.api.versions import views as version_views
 
 urlpatterns = [
     path("ping", views.PingView.as_view(), name="ping"),

@@ -4,7 +4,7 @@ from django.db import models
 from django.db.models import Q
 
 from accounts.models import Account
-from plugins_app.runtime.hooks import HOOK_NAMES
+from plugins_app.runtime.tables.hooks import HOOK_NAMES
 
 HOOK_CHOICES = [(name, name) for name in HOOK_NAMES]
 
@@ -57,7 +57,7 @@ class Installation(models.Model):
     enabled = models.BooleanField(default=True)
     granted_permissions = models.JSONField(default=list, blank=True)
     settings = models.JSONField(default=dict, blank=True)
-    # Quarantine and slow lane (plugins_app.services.quarantine): both end by time, no job needed.
+    # Quarantine and slow lane (plugins_app.services.execution.quarantine): both end by time, no job needed.
     quarantined_until = models.DateTimeField(null=True, blank=True)
     quarantine_reason = models.CharField(max_length=500, blank=True)
     quarantine_warned = models.BooleanField(default=False,

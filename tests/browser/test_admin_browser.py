@@ -6,7 +6,7 @@ import pytest
 from accounts import services
 from accounts.models import Account, ApiKey
 from plugins_app.models import CancelLog
-from plugins_app.services import plugins
+from plugins_app.services.plugins import installations as plugins
 
 from .conftest import PASSWORD, allow_console_error, execute, log_in, shoot
 

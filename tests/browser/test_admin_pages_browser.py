@@ -8,7 +8,8 @@ import pytest
 from accounts import services
 from accounts.models import Account
 from plugins_app.models import CancelLog, Installation
-from plugins_app.services import catalog, plugins
+from plugins_app.services.plugins import catalog
+from plugins_app.services.plugins import installations as plugins
 
 from .conftest import PASSWORD, log_in, shoot
 

@@ -8,7 +8,7 @@ import pytest
 
 from accounts import services
 from accounts.models import Account
-from plugins_app.services.latency import LatencyRecorder, Window
+from plugins_app.services.observability.latency import LatencyRecorder, Window
 
 from .conftest import PASSWORD, log_in
 

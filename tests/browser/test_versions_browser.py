@@ -5,7 +5,7 @@ import pytest
 
 from accounts import services
 from accounts.models import Account, ApiKey
-from plugins_app.services import plugins
+from plugins_app.services.plugins import installations as plugins
 
 from .conftest import PASSWORD, execute, log_in
 

@@ -17,7 +17,7 @@ import redis
 from django.db import connection
 
 from middleware_hub.celery import app
-from plugins_app.services.chain_cache import chain_cache
+from plugins_app.services.execution.chain_cache import chain_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY = str(Path(sys.executable).with_name("celery"))

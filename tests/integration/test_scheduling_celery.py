@@ -6,7 +6,8 @@ from django.utils import timezone
 from accounts.models import ApiKey
 from plugins_app import tasks
 from plugins_app.models import CronRun, Notification, PluginLog
-from plugins_app.services import cron, plugins
+from plugins_app.services.plugins import installations as plugins
+from plugins_app.services.scheduling import cron
 from tests.spec_examples import example
 
 from .celery_services import wait_until

@@ -2,7 +2,7 @@
 
 import pytest
 
-from plugins_app.services import catalog
+from plugins_app.services.plugins import catalog
 
 SSH = {"sessionId": "1", "agentId": "2", "sshHostId": "3", "hostDisplayName": "web-1"}
 

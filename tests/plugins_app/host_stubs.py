@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from plugins_app.services.platform import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
+from plugins_app.services.host.platform import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
 
 
 @dataclass

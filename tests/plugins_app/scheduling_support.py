@@ -3,7 +3,7 @@
 import pytest
 
 from middleware_hub.celery import app
-from plugins_app.services import platform as platform_service
+from plugins_app.services.host import platform as platform_service
 from tests.platform_stub import PlatformStub
 
 FIRING_REWRITE = """globalThis.middleware.cronJobFiring = async (c, tools) =>

@@ -17,7 +17,7 @@ from django_celery_beat.models import ClockedSchedule, CrontabSchedule, Interval
 from accounts import services
 from accounts.models import Account, ApiKey, Membership
 from plugins_app.models import Agent, CronJob, Installation, PlatformConfig, SshHost, WorkspaceFile
-from plugins_app.services import cron
+from plugins_app.services.scheduling import cron
 
 from .test_quarantine import make_installation, strike
 

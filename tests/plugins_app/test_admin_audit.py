@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from plugins_app.admin.usage import usage_chart
+from plugins_app.admin.audit.usage import usage_chart
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from django.db import connection
 from django.urls import reverse
 
 from plugins_app.models import ChainEntry
-from plugins_app.services import admin_ops, chains
+from plugins_app.services.plugins import admin_ops, chains
 
 from .conftest import PROMPT, appender
 

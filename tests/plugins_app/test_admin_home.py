@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
-from plugins_app.services import plugins
+from plugins_app.services.plugins import installations as plugins
 
 from .conftest import appender
 

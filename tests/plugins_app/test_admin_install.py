@@ -6,7 +6,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from plugins_app.models import ChainEntry, Installation, Plugin
-from plugins_app.services import catalog, plugins
+from plugins_app.services.plugins import catalog
+from plugins_app.services.plugins import installations as plugins
 
 from .conftest import PROMPT, appender
 

@@ -8,7 +8,7 @@ from django.urls import reverse
 from accounts import services
 from accounts.models import ApiKey, Membership
 from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Plugin, UsageDaily
-from plugins_app.services import plugins
+from plugins_app.services.plugins import installations as plugins
 
 from .admin_support import PASSWORD
 from .conftest import appender

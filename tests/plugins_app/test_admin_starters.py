@@ -2,9 +2,9 @@
 
 import pytest
 
-from plugins_app.admin.starters import starters
-from plugins_app.runtime.hooks import HOOK_NAMES, HOOKS
-from plugins_app.services import plugins
+from plugins_app.admin.plugins.starters import starters
+from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
+from plugins_app.services.plugins import installations as plugins
 
 
 @pytest.mark.parametrize("hook", HOOK_NAMES)

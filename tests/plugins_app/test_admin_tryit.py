@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
-from plugins_app.services import tryit
+from plugins_app.services.execution import tryit
 
 from .conftest import PROMPT, appender
 

@@ -6,11 +6,11 @@ import time
 import pytest
 
 from accounts.models import KEY_SCHEME, PREFIX_LENGTH, SECRET_LENGTH, parse_key
-from plugins_app.runtime.chain import Handler, run_chain
-from plugins_app.runtime.hooks import HOOKS
-from plugins_app.runtime.supervisor import Supervisor
-from plugins_app.services import admission
-from plugins_app.services.admission import FairGate
+from plugins_app.runtime.engine.supervisor import Supervisor
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import Handler, run_chain
+from plugins_app.services.engine import admission
+from plugins_app.services.engine.admission import FairGate
 
 from .conftest import PROMPT, appender
 

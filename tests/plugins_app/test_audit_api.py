@@ -3,7 +3,7 @@
 import pytest
 
 from plugins_app.models import CancelLog
-from plugins_app.services.chain_cache import chain_cache
+from plugins_app.services.execution.chain_cache import chain_cache
 
 from .conftest import PROMPT, appender
 

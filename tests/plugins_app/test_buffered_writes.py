@@ -8,8 +8,8 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts import buffered
 from plugins_app.models import LatencyHistogram, UsageDaily
-from plugins_app.services.latency import LatencyRecorder
-from plugins_app.services.metering import Meter
+from plugins_app.services.observability.latency import LatencyRecorder
+from plugins_app.services.observability.metering import Meter
 
 from .test_latency import traces, window_of
 

@@ -138,7 +138,7 @@ def test_bad_settings_are_refused_naming_the_setting(api_client, synced, values,
 
 
 def test_offsets_match_zoneinfo_across_transitions():
-    from plugins_app.services.plugin_settings import utc_offsets
+    from plugins_app.services.plugins.settings import utc_offsets
 
     year = datetime.now(UTC).year
     for zone in ("Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kathmandu", "UTC"):

@@ -10,8 +10,8 @@ from django.core.management import CommandError, call_command
 
 from accounts.models import Account
 from plugins_app.models import ChainEntry, Installation, Plugin
-from plugins_app.services import catalog, chains
-from plugins_app.services.plugin_settings import ManifestError, check_schema
+from plugins_app.services.plugins import catalog, chains
+from plugins_app.services.plugins.settings import ManifestError, check_schema
 
 from .catalog_support import execute, install_official
 from .conftest import PROMPT, appender

@@ -1,8 +1,8 @@
 """The per-process chain cache: what a load reads, and when it reads again."""
 
 from plugins_app.models import Installation
-from plugins_app.services import plugins
-from plugins_app.services.chain_cache import ChainCache, load_chains
+from plugins_app.services.execution.chain_cache import ChainCache, load_chains
+from plugins_app.services.plugins import installations as plugins
 
 from .conftest import appender
 

@@ -5,7 +5,7 @@ import pytest
 from django.utils import timezone
 
 from plugins_app.models import AccountChange, Installation
-from plugins_app.services import quarantine
+from plugins_app.services.execution import quarantine
 
 from .catalog_support import install_official
 from .conftest import appender

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from accounts import services
 from plugins_app.models import CronJob, CronRun
-from plugins_app.services import cron, notifications
+from plugins_app.services.scheduling import cron, notifications
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from plugins_app import tasks
 from plugins_app.models import CancelLog, CronJob, CronRun, PlatformConfig, UsageDaily
-from plugins_app.services import cron
+from plugins_app.services.scheduling import cron
 
 from .scheduling_support import COMPLETED_COUNTER, FIRING_REWRITE
 
@@ -123,17 +123,17 @@ def test_complete_fires_cron_job_completed_once_and_a_second_call_is_a_conflict(
 
 def test_cron_job_completed_gets_the_run_the_session_and_the_status(api_client, job, platform, eager,
                                                                      django_capture_on_commit_callbacks):
-    from plugins_app.services.execution import LOG_SINKS
+    from plugins_app.services.execution.observers import after_chain
 
     seen = []
-    LOG_SINKS.append(lambda account, spec, result: seen.append((spec.name, result.context)))
+    after_chain.add("test", lambda run: seen.append((run.spec.name, run.result.context)))
     try:
         run_id = run_now(api_client, job, django_capture_on_commit_callbacks)["id"]
         session_id = CronRun.objects.get(pk=int(run_id)).session_id
         with django_capture_on_commit_callbacks(execute=True):
             api_client.post(f"/api/v1/cron-runs/{run_id}/complete", {"status": "timed_out"}, format="json")
     finally:
-        LOG_SINKS.pop()
+        after_chain.remove("test")
     [(_, context)] = [s for s in seen if s[0] == "cronJobCompleted"]
     assert context == {"cronJobId": str(job.pk), "cronJobRunId": run_id, "sessionId": session_id,
                        "agentId": "18446744073709551615", "status": "timed_out"}
@@ -273,7 +273,7 @@ def test_only_one_active_run_per_job_is_enforced_by_the_database(job):
 
 def test_every_task_the_services_queue_by_name_is_registered():
     from middleware_hub.celery import app
-    from plugins_app.services import task_queue
+    from plugins_app.services.scheduling import task_queue
 
     names = [value for key, value in vars(task_queue).items() if key.isupper()]
     assert len(names) == 5
@@ -286,7 +286,7 @@ def test_a_fresh_process_finds_the_tasks_it_queues_by_name():
     import sys
     from pathlib import Path
 
-    script = ("import django, sys; django.setup(); from plugins_app.services import task_queue as q;"
+    script = ("import django, sys; django.setup(); from plugins_app.services.scheduling import task_queue as q;"
               "assert 'plugins_app.tasks' not in sys.modules;"
               "print(q.task(q.RUN_SHADOW).name, q.task(q.DISPATCH_MISSION).name)")
     result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2],

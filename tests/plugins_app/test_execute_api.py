@@ -5,7 +5,7 @@ import json
 import pytest
 
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
-from plugins_app.runtime.hooks import HOOKS
+from plugins_app.runtime.tables.hooks import HOOKS
 
 from .conftest import PROMPT, appender
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from plugins_app.runtime.chain import HostError
-from plugins_app.services import ssrf
-from plugins_app.services.host_members.fetch import fetch_url
+from plugins_app.runtime.web.chain import HostError
+from plugins_app.services.host import ssrf
+from plugins_app.services.host.fetch import fetch_url
 
 from .conftest import PROMPT
 from .host_stubs import StubServer, execute, json_answer, reporter

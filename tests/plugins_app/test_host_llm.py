@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from plugins_app.services.host_members.llm import match_option
+from plugins_app.services.host.llm import match_option
 
 from .conftest import PROMPT
 from .host_stubs import LLMStub, StubServer, execute, json_answer, reporter

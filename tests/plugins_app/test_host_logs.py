@@ -3,7 +3,8 @@
 import pytest
 
 from plugins_app.models import PluginLog
-from plugins_app.services import execution, plugins
+from plugins_app.services.execution import execute as execution
+from plugins_app.services.plugins import installations as plugins
 
 from .conftest import PROMPT
 from .host_stubs import execute

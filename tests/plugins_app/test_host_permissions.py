@@ -84,21 +84,21 @@ def test_a_refused_call_fails_open_and_the_chain_goes_on(api_client, install):
 
 
 def test_every_bridged_member_of_the_table_has_its_function_registered_at_start():
-    from plugins_app.runtime.members import BRIDGED_MEMBERS
-    from plugins_app.services.host import MEMBERS
+    from plugins_app.runtime.tables.members import BRIDGED_MEMBERS
+    from plugins_app.services.execution.host_bridge import MEMBERS
 
     assert set(MEMBERS) == BRIDGED_MEMBERS
 
 
 def test_a_member_missing_from_the_table_is_refused_when_declared():
-    from plugins_app.services.host import member
+    from plugins_app.services.execution.host_bridge import member
 
     with pytest.raises(ValueError, match="host.calendar.read is not a bridged member"):
         member("calendar.read")
 
 
 def test_a_declared_member_without_a_function_stops_the_registration():
-    from plugins_app.services.host import MEMBERS, register_members
+    from plugins_app.services.execution.host_bridge import MEMBERS, register_members
 
     saved = dict(MEMBERS)
     without_ssh = [fn for name, fn in saved.items() if name != "ssh.command"]

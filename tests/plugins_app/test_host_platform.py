@@ -8,7 +8,7 @@ import pytest
 
 from plugins_app.errors import PlatformError
 from plugins_app.models import PlatformConfig
-from plugins_app.services import platform
+from plugins_app.services.host import platform
 
 from .host_stubs import PlatformStub, json_answer
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from plugins_app.services import platform
+from plugins_app.services.host import platform
 
 from .conftest import PROMPT
 from .host_stubs import PlatformStub, execute, reporter

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from plugins_app.models import WorkspaceFile
-from plugins_app.runtime.chain import HostError
-from plugins_app.services.host_members.workspace import normalise_path
+from plugins_app.runtime.web.chain import HostError
+from plugins_app.services.host.workspace import normalise_path
 
 from .conftest import PROMPT
 from .host_stubs import execute, reporter

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from plugins_app.models import Plugin
-from plugins_app.services.plugins import MAX_SOURCE_CHARS
+from plugins_app.services.plugins.installations import MAX_SOURCE_CHARS
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +57,7 @@ def test_the_install_body_limit_is_larger_but_bounded_and_execute_stays_at_1_mib
 
 
 def test_the_sdk_declarations_are_served(api_client, client):
-    from plugins_app.runtime.sdk_types import middleware_d_ts
+    from plugins_app.runtime.tables.sdk_types import middleware_d_ts
 
     response = api_client.get("/api/v1/sdk/middleware.d.ts")
     assert response.status_code == 200

@@ -15,7 +15,7 @@ from plugins_app.api import parsers
 from plugins_app.api.parsers import LimitedJSONParser
 from plugins_app.api.renderers import PlainJSONRenderer
 from plugins_app.errors import InvalidInput
-from plugins_app.services.metering import site_today
+from plugins_app.services.observability.metering import site_today
 
 from .conftest import PROMPT, appender
 

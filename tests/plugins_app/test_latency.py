@@ -8,9 +8,9 @@ from django.db import connection
 from django.utils import timezone
 
 from plugins_app.models import LatencyHistogram, UsageDaily
-from plugins_app.runtime.chain import HandlerTrace
-from plugins_app.services import latency
-from plugins_app.services.latency import LatencyRecorder, Window
+from plugins_app.runtime.web.chain import HandlerTrace
+from plugins_app.services.observability import latency
+from plugins_app.services.observability.latency import LatencyRecorder, Window
 
 from .conftest import PROMPT, appender
 

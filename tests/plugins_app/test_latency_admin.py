@@ -8,8 +8,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from plugins_app.models import LatencyHistogram
-from plugins_app.services.latency import LatencyRecorder, Window
-from plugins_app.services.latency_report import RANGES, report, slot_starts
+from plugins_app.services.observability.latency import LatencyRecorder, Window
+from plugins_app.services.observability.latency_report import RANGES, report, slot_starts
 
 pytestmark = pytest.mark.django_db
 PAGE = reverse("admin:plugins_app_latencyhistogram_changelist")

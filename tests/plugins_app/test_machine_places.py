@@ -9,17 +9,17 @@ import threading
 
 import pytest
 
-from plugins_app.runtime.supervisor import Supervisor
-from plugins_app.services import admission
-from plugins_app.services.admission import FairGate
-from plugins_app.services.machine_places import MachinePlaces, Place
+from plugins_app.runtime.engine.supervisor import Supervisor
+from plugins_app.services.engine import admission
+from plugins_app.services.engine.admission import FairGate
+from plugins_app.services.engine.machine_places import MachinePlaces, Place
 
 from .conftest import PROMPT, appender
 from .serving import Served
 
 HOLDER = """
 import sys
-from plugins_app.services.machine_places import MachinePlaces, Place
+from plugins_app.services.engine.machine_places import MachinePlaces, Place
 places = MachinePlaces(sys.argv[1], capacity=int(sys.argv[2]))
 place = places.take(int(sys.argv[3]))
 print("held", flush=True)

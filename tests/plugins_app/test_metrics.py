@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from plugins_app.services import metrics
+from plugins_app.services.observability import metrics
 from plugins_app.tasks import deliver_due_notifications
 
 from .conftest import PROMPT, appender

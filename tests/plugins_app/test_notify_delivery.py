@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from plugins_app import tasks
 from plugins_app.models import CancelLog, Notification, PlatformConfig, UsageDaily
-from plugins_app.services import notifications
+from plugins_app.services.scheduling import notifications
 
 pytestmark = pytest.mark.django_db
 

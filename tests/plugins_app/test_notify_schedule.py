@@ -7,7 +7,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from plugins_app.models import CancelLog, HandlerWarning, Notification, UsageDaily
-from plugins_app.services import notifications
+from plugins_app.services.scheduling import notifications
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from plugins_app.models import HandlerWarning, Installation, Plugin
-from plugins_app.services import quarantine
+from plugins_app.services.execution import quarantine
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from accounts import services
 from plugins_app.models import Installation
-from plugins_app.services import quarantine
+from plugins_app.services.execution import quarantine
 
 from .test_quarantine import make_installation, reload, strike, version
 

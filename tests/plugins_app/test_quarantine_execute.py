@@ -3,7 +3,7 @@
 import pytest
 
 from plugins_app.models import HandlerWarning, Installation, Plugin, UsageDaily
-from plugins_app.services.chains import mark_changed
+from plugins_app.services.plugins.chains import mark_changed
 
 from .conftest import PROMPT, appender
 

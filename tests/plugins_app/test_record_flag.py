@@ -3,7 +3,7 @@
 import pytest
 
 from plugins_app.models import CancelLog, UsageDaily
-from plugins_app.services.execution import execute_hook
+from plugins_app.services.execution.execute import execute_hook
 
 from .conftest import PROMPT
 

@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from plugins_app.runtime.hooks import HOOKS
+from plugins_app.runtime.tables.hooks import HOOKS
 
 pytestmark = pytest.mark.django_db
 

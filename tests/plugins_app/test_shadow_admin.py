@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from plugins_app.models import Installation
-from plugins_app.services import versions
+from plugins_app.services.versions import releases as versions
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import pytest
 
 from middleware_hub.celery import app
 from plugins_app.models import AccountChange, CancelLog, HandlerWarning, Installation, UsageDaily, WorkspaceFile
-from plugins_app.services import versions
+from plugins_app.services.versions import releases as versions
 
 from .conftest import PROMPT, appender
 

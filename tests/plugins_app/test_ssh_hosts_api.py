@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 
 from accounts.models import Membership
 from plugins_app.models import SshHost
-from plugins_app.services import ssh_hosts
+from plugins_app.services.ssh import hosts as ssh_hosts
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from plugins_app.services import tracing
+from plugins_app.services.observability import tracing
 
 from .conftest import PROMPT, appender
 

@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from plugins_app.models import AccountChange, CancelLog, Installation, PluginVersion, UsageDaily
-from plugins_app.services import versions
+from plugins_app.services.versions import releases as versions
 
 from .conftest import PROMPT, appender
 

@@ -200,7 +200,7 @@ def test_versions_are_immutable(install):
 def test_a_catalog_upgrade_is_a_new_live_version_of_each_installation(tmp_path, monkeypatch, api_client, account):
     import shutil
 
-    from plugins_app.services import catalog
+    from plugins_app.services.plugins import catalog
     root = tmp_path / "catalog"
     shutil.copytree(catalog.CATALOG_DIR, root)
     monkeypatch.setattr(catalog, "CATALOG_DIR", root)

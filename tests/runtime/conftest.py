@@ -4,9 +4,9 @@ import itertools
 
 import pytest
 
-from plugins_app.runtime.chain import Handler, run_chain
-from plugins_app.runtime.hooks import HOOKS
-from plugins_app.runtime.supervisor import Supervisor, local_supervisor
+from plugins_app.runtime.engine.supervisor import Supervisor, local_supervisor
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import Handler, run_chain
 
 _ids = itertools.count(1)
 

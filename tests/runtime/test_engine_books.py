@@ -5,9 +5,10 @@ import socket
 import time
 from multiprocessing.connection import Connection
 
-from plugins_app.runtime import engine_process, wire
-from plugins_app.runtime.engine_process import Engine
-from plugins_app.runtime.engine_run import start_attempt
+from plugins_app.runtime import wire
+from plugins_app.runtime.engine import process as engine_process
+from plugins_app.runtime.engine.process import Engine
+from plugins_app.runtime.engine.run import start_attempt
 from plugins_app.runtime.protocol import DEFAULT_LIMITS
 
 from .conftest import PROMPT_CONTEXT

@@ -1,7 +1,7 @@
 """Loading an installation's code into an engine's shared isolate at chain time, when it goes wrong."""
 
-from plugins_app.runtime.chain import Handler, run_chain
-from plugins_app.runtime.hooks import HOOKS
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import Handler, run_chain
 
 from .conftest import PROMPT_CONTEXT
 from .test_shared_isolate import APPEND

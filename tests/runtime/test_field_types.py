@@ -5,9 +5,9 @@ import re
 import pytest
 
 from plugins_app.api.schema import context_schema
-from plugins_app.runtime import jsassets
-from plugins_app.runtime.context import FIELD_TYPES, ContextError, sample_context, validate_context
-from plugins_app.runtime.hooks import HOOKS
+from plugins_app.runtime.engine import jsassets
+from plugins_app.runtime.tables.context import FIELD_TYPES, ContextError, sample_context, validate_context
+from plugins_app.runtime.tables.hooks import HOOKS
 
 USED_TYPES = sorted({f.type for spec in HOOKS.values() for f in spec.fields})
 MUTABLE_TYPES = sorted({f.type for spec in HOOKS.values() for f in spec.mutable_fields()})

@@ -4,12 +4,12 @@ import re
 
 import pytest
 
-from plugins_app.runtime import jsassets
-from plugins_app.runtime.chain import host_plan
-from plugins_app.runtime.context import sample_context
-from plugins_app.runtime.hooks import HOOKS
-from plugins_app.runtime.members import BRIDGED_MEMBERS, HOST_MEMBERS, MEMBERS_BY_NAME, UNCHARGED_MEMBERS
-from plugins_app.runtime.permissions import ALL_PERMISSIONS, permission_for
+from plugins_app.runtime.engine import jsassets
+from plugins_app.runtime.tables.context import sample_context
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.tables.members import BRIDGED_MEMBERS, HOST_MEMBERS, MEMBERS_BY_NAME, UNCHARGED_MEMBERS
+from plugins_app.runtime.tables.permissions import ALL_PERMISSIONS, permission_for
+from plugins_app.runtime.web.chain import host_plan
 
 
 def make_host_source() -> str:
@@ -57,7 +57,7 @@ def test_permissions_and_budget_come_from_the_table():
 
 
 def test_the_sdk_declarations_cover_the_tables_members_for_the_same_hooks():
-    from plugins_app.runtime.sdk_types import HOST_MEMBERS as DECLARED
+    from plugins_app.runtime.tables.sdk_types import HOST_MEMBERS as DECLARED
 
     declared = {m.path: m.given for m in DECLARED}
     # The SDK names the workspace's offer after what carries it (an agent); the rest match by name.

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from plugins_app.runtime.hooks import HOOKS
-from plugins_app.runtime.jsassets import NODE_MODULES
-from plugins_app.runtime.sdk_types import HOST_MEMBERS, middleware_d_ts
+from plugins_app.runtime.engine.jsassets import NODE_MODULES
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.tables.sdk_types import HOST_MEMBERS, middleware_d_ts
 
 ROOT = Path(__file__).resolve().parents[2]
 TSC = NODE_MODULES / "typescript" / "bin" / "tsc"

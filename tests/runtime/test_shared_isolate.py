@@ -9,9 +9,9 @@ import threading
 import time
 from pathlib import Path
 
-from plugins_app.runtime.chain import run_chain
-from plugins_app.runtime.hooks import HOOKS
-from plugins_app.runtime.tier import PROJECT_ROOT
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import run_chain
+from plugins_app.runtime.web.tier import PROJECT_ROOT
 
 from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
 
@@ -39,7 +39,7 @@ def test_accounts_in_one_isolate_see_neither_each_others_globals_nor_prototypes(
 def test_the_same_installation_id_in_two_accounts_runs_each_accounts_own_code(pool):
     compiled = [pool.compile(f"globalThis.middleware.systemPrompt = async (c) => '{name}';", "javascript")["code"]
                 for name in ("alpha", "beta")]
-    from plugins_app.runtime.chain import Handler
+    from plugins_app.runtime.web.chain import Handler
     for account, code, expected in (("same-a", compiled[0], "alpha"), ("same-b", compiled[1], "beta")):
         handler = Handler("7", "p", "hash-7", code)   # equal ids and hashes on purpose
         result = run_chain(pool, account, HOOKS["systemPrompt"], [handler], PROMPT_CONTEXT)
@@ -90,7 +90,7 @@ def test_an_accounts_compartments_are_reused_by_another_web_process(one_engine, 
     request = {"op": "run", "account": "shared", "hook": "systemPrompt", "context": PROMPT_CONTEXT,
                "budgetMs": 5000, "host": {"session": None, "workspace": False, "ssh": False},
                "handlers": [{"id": good.installation_id, "hash": good.code_hash}]}
-    script = ("import json, sys; from plugins_app.runtime.supervisor import tier_from_directory;"
+    script = ("import json, sys; from plugins_app.runtime.engine.supervisor import tier_from_directory;"
               f"print(json.dumps(tier_from_directory({str(supervisor.directory)!r}).request('shared', {request!r})))")
     out = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
     reply = json.loads(out.stdout.strip().splitlines()[-1])
@@ -218,7 +218,7 @@ def test_a_warm_chain_starts_on_arrival_and_is_still_followed_through_host_calls
 
 def test_a_chain_started_on_arrival_runs_out_even_if_its_caller_hangs_up(one_engine, make_handler):
     from plugins_app.runtime import wire
-    from plugins_app.runtime.tier import EngineLink
+    from plugins_app.runtime.web.tier import EngineLink
     _, tier = one_engine
     address = tier.engines[0]
     slow = make_handler("globalThis.middleware.systemPrompt = async (c) => {"

@@ -7,7 +7,7 @@ import time
 
 from py_mini_racer import MiniRacer
 
-from plugins_app.runtime.v8_queue import Early, EvalQueue
+from plugins_app.runtime.engine.v8_queue import Early, EvalQueue
 
 
 def run(body):

@@ -9,7 +9,7 @@ from multiprocessing.connection import Connection
 import pytest
 
 from plugins_app.runtime import wire
-from plugins_app.runtime.tier import EngineLink
+from plugins_app.runtime.web.tier import EngineLink
 
 
 def pair() -> tuple[wire.Frames, socket.socket]:

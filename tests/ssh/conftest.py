@@ -14,7 +14,7 @@ import asyncssh
 import pytest
 
 from plugins_app.models import SshHost
-from plugins_app.services import ssh_hosts
+from plugins_app.services.ssh import hosts as ssh_hosts
 
 SSHD = Path("/usr/sbin/sshd")
 USER = getpass.getuser()

@@ -7,7 +7,7 @@ import time
 import asyncssh
 import pytest
 
-from plugins_app.services import ssh
+from plugins_app.services.ssh import client as ssh
 
 from .conftest import USER, free_port
 

@@ -6,12 +6,12 @@ import time
 import pytest
 
 from plugins_app.models import UsageDaily
-from plugins_app.runtime.chain import run_chain
-from plugins_app.runtime.hooks import HOOKS
-from plugins_app.services.chain_cache import chain_cache
-from plugins_app.services.engine import get_tier
-from plugins_app.services.execution import engine_key, execute_hook
-from plugins_app.services.host import HostBridge
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import run_chain
+from plugins_app.services.engine.tier import engine_key, get_tier
+from plugins_app.services.execution.chain_cache import chain_cache
+from plugins_app.services.execution.execute import execute_hook
+from plugins_app.services.execution.host_bridge import HostBridge
 
 from .conftest import free_port
 

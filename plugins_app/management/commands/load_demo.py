@@ -9,9 +9,10 @@ from django.db import transaction
 from accounts import services
 from accounts.models import ApiKey
 from plugins_app.models import CancelLog, Installation
-from plugins_app.services import catalog, plugins
-from plugins_app.services.execution import execute_hook
-from plugins_app.services.metering import meter
+from plugins_app.services.execution.execute import execute_hook
+from plugins_app.services.observability.metering import meter
+from plugins_app.services.plugins import catalog
+from plugins_app.services.plugins import installations as plugins
 
 ACCOUNT = "demo"
 ADMIN, AUDITOR = "demo-admin", "demo-auditor"

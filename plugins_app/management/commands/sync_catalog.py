@@ -2,8 +2,8 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from plugins_app.services.catalog import sync_catalog
-from plugins_app.services.plugin_settings import ManifestError
+from plugins_app.services.plugins.catalog import sync_catalog
+from plugins_app.services.plugins.settings import ManifestError
 
 
 class Command(BaseCommand):

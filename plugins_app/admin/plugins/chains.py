@@ -1,0 +1,235 @@
+"""The chain pages (one per hook per account, reordered by drag and drop) and the try-it page."""
+
+from __future__ import annotations
+
+import json
+
+from adminsortable2.admin import SortableAdminMixin
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from plugins_app.admin.plugins.forms import TryItForm
+from plugins_app.admin.scoping import AccountScopedAdmin, editable_accounts
+from plugins_app.admin.versions.diff import as_text, diff_html
+from plugins_app.errors import HubError, InvalidInput
+from plugins_app.models import ChainEntry, Installation
+from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
+from plugins_app.services.execution import tryit
+from plugins_app.services.plugins import admin_ops
+
+
+class _RequiredChoiceFilter(admin.SimpleListFilter):
+    """A filter without "All": the chain page always shows exactly one account's one hook."""
+
+    def choices(self, changelist):
+        for value, title in self.lookup_choices:
+            yield {"selected": self.value() == str(value), "display": title,
+                   "query_string": changelist.get_query_string({self.parameter_name: value})}
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        return queryset.filter(**{self.parameter_name: value}) if value else queryset.none()
+
+
+class AccountFilter(_RequiredChoiceFilter):
+    title = "account"
+    parameter_name = "account"
+
+    def lookups(self, request, model_admin):
+        return [(a.pk, a.name) for a in editable_accounts(request)]
+
+
+class HookFilter(_RequiredChoiceFilter):
+    title = "hook"
+    parameter_name = "hook"
+
+    def lookups(self, request, model_admin):
+        counts = {}
+        account = request.GET.get("account")
+        if account and account.isdigit():
+            for hook in ChainEntry.objects.filter(account_id=int(account)).values_list("hook", flat=True):
+                counts[hook] = counts.get(hook, 0) + 1
+        return [(name, f"{name} ({counts[name]})" if name in counts else name) for name in HOOK_NAMES]
+
+
+@admin.register(ChainEntry)
+class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
+    """Entries are created by installing and removed by uninstalling; here they are only moved."""
+
+    auditor_visible = False
+    list_display = ["place", "plugin_name", "kind", "state", "granted"]
+    list_filter = [AccountFilter, HookFilter]
+    list_select_related = ["installation__plugin", "account"]
+    list_per_page = 1000   # the drag-and-drop page must hold the whole chain
+    readonly_fields = ["account", "hook", "installation", "position"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._reorder_.__func__.short_description = "Move"
+
+    @property
+    def media(self):
+        # No actions on this page: sortable2's patched actions script would look for the missing
+        # select-all box and throw on every load. chain.js numbers the rows and confirms each drop.
+        media = super().media
+        js = [j for j in media._js if "actions" not in str(j)] + ["hub_admin/chain.js"]
+        return forms.Media(css=media._css, js=js)
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        return [path("try/", self.admin_site.admin_view(self.try_view), name="{}_{}_try".format(*info)),
+                *super().get_urls()]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_actions(self, request):
+        # sortable2's move-to-page actions reorder across the whole table; one page holds a chain.
+        return {}
+
+    def get_list_display_links(self, request, list_display):
+        return None
+
+    def changelist_view(self, request, extra_context=None):
+        accounts = editable_accounts(request)
+        account_param, hook = request.GET.get("account", ""), request.GET.get("hook", "")
+        account = accounts.filter(pk=int(account_param)).first() if account_param.isdigit() else None
+        if account is None or hook not in HOOKS:
+            return self._redirect_to_a_chain(request, accounts, account, hook)
+        spec = HOOKS[hook]
+        extra_context = {
+            "title": f"{hook} chain of {account}",
+            "spec": spec,
+            "try_url": f"{reverse('admin:plugins_app_chainentry_try')}?account={account.pk}&hook={hook}",
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra_context)
+
+    def _redirect_to_a_chain(self, request, accounts, account, hook):
+        account = account or accounts.first()
+        if account is None:
+            raise PermissionDenied
+        if hook not in HOOKS:
+            used = set(ChainEntry.objects.filter(account=account).values_list("hook", flat=True))
+            hook = next((name for name in HOOK_NAMES if name in used), HOOK_NAMES[0])
+        changelist = reverse("admin:plugins_app_chainentry_changelist")
+        return HttpResponseRedirect(f"{changelist}?account={account.pk}&hook={hook}")
+
+    def update_order(self, request):
+        """sortable2 posts {"updatedItems": [[entry id, position], ...]} after a drag; the service
+        applies it under a lock, renumbers, and marks the account changed for the next execute."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        try:
+            items = json.loads(request.body)["updatedItems"]
+            positions = {int(pk): int(position) for pk, position in items}
+        except (ValueError, KeyError, TypeError):
+            return HttpResponseBadRequest("expected {\"updatedItems\": [[id, position], ...]}")
+        entries = list(self.get_queryset(request).filter(pk__in=positions).select_related("account"))
+        chains_hit = {(e.account_id, e.hook) for e in entries}
+        if len(entries) != len(positions) or len(chains_hit) != 1:
+            return HttpResponseBadRequest("the moved entries must all be in one chain you can see")
+        if not self.has_change_permission(request, entries[0]):
+            raise PermissionDenied
+        try:
+            admin_ops.apply_positions(entries[0].account, entries[0].hook, positions)
+        except HubError as exc:
+            return HttpResponseBadRequest(str(exc.detail))
+        return HttpResponse(f"Updated {len(positions)} items")
+
+    @admin.display(description="#")
+    def place(self, obj):
+        return format_html('<span class="hub-place">{}</span>', obj.position + 1)
+
+    @admin.display(description="plugin")
+    def plugin_name(self, obj):
+        url = reverse("admin:plugins_app_installation_change", args=[obj.installation_id])
+        return format_html('<a href="{}" class="hub-plugin-name">{}</a>', url, obj.installation.plugin.name)
+
+    @admin.display(description="kind")
+    def kind(self, obj):
+        return "official" if obj.installation.plugin.is_official else "custom"
+
+    @admin.display(description="state")
+    def state(self, obj):
+        return "enabled" if obj.installation.enabled else "disabled (skipped, keeps its place)"
+
+    @admin.display(description="granted")
+    def granted(self, obj):
+        granted = obj.installation.granted_permissions
+        return format_html_join(" ", '<code class="hub-tag">{}</code>', ((p,) for p in granted)) or "—"
+
+    # --- try it -------------------------------------------------------------------------------
+
+    def try_view(self, request):
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        source = request.POST if request.method == "POST" else request.GET
+        hook = source.get("hook") if source.get("hook") in HOOKS else HOOK_NAMES[0]
+        initial = {"hook": hook}
+        if request.GET.get("account", "").isdigit():
+            initial["account"] = int(request.GET["account"])
+        form = TryItForm(request.POST or None, initial=initial, request=request, hook=hook)
+        run = None
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                context = tryit.parse_context(data["context"]) if form.uses_json() else form.context_value()
+                run = tryit.try_chain(data["account"], data["hook"], context)
+            except InvalidInput as exc:
+                form.add_context_error(exc)
+        names = _installation_names(run)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Try a chain",
+            "opts": self.opts,
+            "form": form,
+            "run": run,
+            "spec": HOOKS[run.hook] if run else None,
+            "steps": [_step_view(step, names) for step in run.steps] if run else [],
+            "cancelled_by_name": names.get(_cancelling_installation(run)) if run else None,
+            "show_total": bool(run) and sum(1 for step in run.steps if step.trace.changed) > 1,
+            "total": diff_html(run.before, run.after) if run else "",
+            "after_text": as_text(run.after) if run else "",
+            "chain_url": self._chain_url(form),
+        }
+        return TemplateResponse(request, "admin/plugins_app/chainentry/tryit.html", context)
+
+    @staticmethod
+    def _chain_url(form):
+        account, hook = form["account"].value(), form["hook"].value()
+        if not account or hook not in HOOKS:
+            return None
+        return f"{reverse('admin:plugins_app_chainentry_changelist')}?account={account}&hook={hook}"
+
+
+def _installation_names(run) -> dict:
+    if run is None:
+        return {}
+    ids = [step.trace.installation_id for step in run.steps]
+    return {str(pk): name for pk, name in Installation.objects.filter(pk__in=ids).values_list("pk", "plugin__name")}
+
+
+def _cancelling_installation(run):
+    return next((str(s.trace.installation_id) for s in run.steps if s.trace.status == "cancelled"), None)
+
+
+def _step_view(step: tryit.Step, names: dict) -> dict:
+    trace = step.trace
+    return {
+        "plugin": trace.plugin, "name": names.get(str(trace.installation_id), trace.plugin),
+        "installation_id": trace.installation_id, "status": trace.status,
+        "duration_ms": trace.duration_ms, "changed": trace.changed, "warning": trace.warning,
+        "logs": trace.logs, "cancel_reason": step.cancel_reason,
+        "diff": diff_html(step.before, step.after),
+    }

@@ -1,0 +1,31 @@
+"""The admin form that saves a draft version from pasted or uploaded source."""
+
+from __future__ import annotations
+
+from django import forms
+
+from plugins_app.admin.plugins.forms import take_upload
+from plugins_app.models import Plugin
+
+
+class DraftForm(forms.Form):
+    language = forms.ChoiceField(choices=Plugin.Language.choices)
+    source = forms.CharField(
+        required=False, strip=False,
+        widget=forms.Textarea(attrs={"rows": 14, "cols": 100, "spellcheck": "false", "class": "hub-code"}))
+    upload = forms.FileField(required=False, label="…or upload a file",
+                             help_text="A .ts or .js file; it replaces the pasted source and sets the language.")
+    note = forms.CharField(required=False, max_length=500, help_text="What changed, for the history.")
+
+    def clean(self):
+        data = super().clean()
+        if not take_upload(self, data):
+            return data
+        if not (data.get("source") or "").strip():
+            self.add_error("source", "paste the new source or upload a file")
+        return data
+
+    def add_compile_errors(self, errors: list[dict]) -> None:
+        for error in errors:
+            self.add_error("source", f"line {error.get('line') or 1}, column {error.get('column') or 1}: "
+                                     f"{error['message']}")

@@ -1,0 +1,56 @@
+"""Shapes of versions, deploys, the change log and replays in the API."""
+
+from rest_framework import serializers
+
+from plugins_app.api.plugins.serializers import StrIdField
+from plugins_app.models import AccountChange, PluginVersion
+
+
+class VersionSerializer(serializers.ModelSerializer):
+    installationId = StrIdField(source="installation_id")
+    codeHash = serializers.CharField(source="code_hash")
+    hostMembers = serializers.JSONField(source="host_members")
+    createdBy = serializers.CharField(source="created_by_name")
+    createdAt = serializers.DateTimeField(source="created_at")
+    live = serializers.SerializerMethodField()
+    notGranted = serializers.SerializerMethodField(help_text="permissions it asks for that are not granted")
+
+    class Meta:
+        model = PluginVersion
+        fields = ["number", "installationId", "live", "language", "codeHash", "hooks", "hostMembers", "permissions",
+                  "notGranted", "note", "createdBy", "createdAt", "source"]
+
+    def get_live(self, version) -> bool:
+        return version.installation.live_version == version.number
+
+    def get_notGranted(self, version) -> list[str]:
+        return sorted(set(version.permissions) - set(version.installation.granted_permissions or ()))
+
+
+class DraftRequestSerializer(serializers.Serializer):
+    source = serializers.CharField(trim_whitespace=False)
+    language = serializers.ChoiceField(choices=["typescript", "javascript"], required=False)
+    note = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
+
+
+class DeployRequestSerializer(serializers.Serializer):
+    grant = serializers.ListField(child=serializers.CharField(), required=False,
+                                  help_text="permissions the version asks for, granted with the deploy")
+
+
+class ChangeSerializer(serializers.ModelSerializer):
+    id = StrIdField(source="pk")
+    installationId = StrIdField(source="installation_id")
+    plugin = serializers.CharField(source="plugin_slug")
+    actor = serializers.CharField(source="actor_name")
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = AccountChange
+        fields = ["id", "action", "installationId", "plugin", "actor", "summary", "before", "after", "createdAt"]
+
+
+class ReplayRequestSerializer(serializers.Serializer):
+    installationId = serializers.CharField(required=False, help_text="run this installation's `version` instead "
+                                                                     "of its live code")
+    version = serializers.CharField(required=False)

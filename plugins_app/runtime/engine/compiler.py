@@ -1,0 +1,99 @@
+"""Install-time work inside an engine: transpile a plugin, then load it once in a probe isolate."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import TYPE_CHECKING
+
+from py_mini_racer import MiniRacer
+from py_mini_racer._exc import JSEvalException
+
+from plugins_app.runtime.engine import jsassets
+from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
+
+if TYPE_CHECKING:
+    from plugins_app.runtime.engine.process import Engine
+
+
+
+class Compiler:
+    """TypeScript in its own isolate, and a probe isolate that loads the result to find its hooks.
+    Both are apart from the isolate that runs chains, so a compile never holds up a chain."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.typescript: MiniRacer | None = None
+        self.probe: Isolate | None = None
+        self.lock = asyncio.Lock()
+
+    async def compile(self, req: dict) -> dict:
+        async with self.lock:
+            transpiled = await self._transpile(req)
+            if transpiled["errors"]:
+                return {"errors": transpiled["errors"]}
+            return await self._probe(transpiled)
+
+    async def _transpile(self, req: dict) -> dict:
+        if self.typescript is None:
+            self.typescript = MiniRacer()
+            await asyncio.wait_for(self.typescript.eval_cancelable(jsassets.typescript_source()), 30)
+            await asyncio.wait_for(self.typescript.eval_cancelable(jsassets.compiler_source()), 5)
+        file_name = "plugin.ts" if req.get("language") == "typescript" else "plugin.js"
+        try:
+            raw = await asyncio.wait_for(self.typescript.eval_cancelable(
+                f"__compile({json.dumps(req['source'])}, {json.dumps(file_name)})"), 10)
+        except TimeoutError:
+            return {"errors": [_error("the source took too long to parse")]}
+        return json.loads(raw)
+
+    async def _probe(self, transpiled: dict) -> dict:
+        code = transpiled["code"]
+        if self.probe is None:
+            self.probe = await Isolate(self.engine.memory_mb, self.engine.limits, _no_host).start()
+        probe_id = "probe-" + hashlib.sha256(code.encode()).hexdigest()[:16]
+        try:
+            installation = json.dumps(["probe", probe_id, "probe", code, {}])
+            hooks = json.loads(await self.probe.eval(f"__hub.load.call({json.dumps(installation)})",
+                                                     LOAD_TIMEOUT_SECONDS))
+            await self.probe.eval(f"__hub.unload('probe', {json.dumps(probe_id)}); 1", LOAD_TIMEOUT_SECONDS)
+        except TimeoutError:
+            await self._drop_probe()
+            return {"errors": [_error(f"top-level code did not finish within {LOAD_TIMEOUT_SECONDS:g} s")]}
+        except IsolateLost:
+            await self._drop_probe()
+            return {"errors": [_error("top-level code ran out of memory")]}
+        except JSEvalException as exc:
+            return {"errors": [_load_error(exc)]}
+        try:
+            # Code scheduled as a microtask at load time (async IIFE) runs after the eval above.
+            await self.probe.eval("1", LOAD_TIMEOUT_SECONDS)
+        except (TimeoutError, IsolateLost):
+            await self._drop_probe()
+            return {"errors": [_error("top-level code never settles (runaway async work)")]}
+        return {"errors": [], "code": code, "hooks": hooks, "hostMembers": transpiled["hostMembers"]}
+
+    async def _drop_probe(self) -> None:
+        probe, self.probe = self.probe, None
+        if probe is not None:
+            await probe.close()   # closing stops runaway work too
+
+
+async def _no_host(raw) -> str:
+    return json.dumps({"ok": False, "value": None, "error": "host members are not available at load time"})
+
+
+def _error(message: str) -> dict:
+    return {"message": message, "line": 1, "column": 1}
+
+
+def _load_error(exc: JSEvalException) -> dict:
+    text = str(exc)
+    first = text.splitlines()[0] if text else "error"
+    # V8 reports "<anonymous>:LINE: Message" for top-level failures; keep the position.
+    line = 1
+    parts = first.split(":", 2)
+    if len(parts) == 3 and parts[1].strip().isdigit():
+        line, first = int(parts[1]), parts[2].strip()
+    return {"message": first[:500], "line": line, "column": 1}

@@ -1,0 +1,145 @@
+"""One locked-down V8 isolate shared by many accounts: start, evaluate, read progress, close."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import struct
+import threading
+from collections.abc import Awaitable, Callable
+
+from py_mini_racer import MiniRacer
+from py_mini_racer._exc import JSOOMException
+
+from plugins_app.runtime import wire
+from plugins_app.runtime.engine import jsassets
+from plugins_app.runtime.engine.v8_queue import EvalQueue
+from plugins_app.runtime.protocol import Limits
+from plugins_app.runtime.tables.hooks import HOOKS
+
+_HEADER = struct.Struct("<4id")   # the harness's progress header: seq, index, checkpoint length/index, started
+CLOSE_TIMEOUT_SECONDS = 5.0
+LOAD_TIMEOUT_SECONDS = 1.0   # loading one installation's code (its top level must finish by then)
+
+
+class IsolateLost(Exception):
+    """The isolate had to be given up while a handler ran: `kind` is a CrashKind value."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind
+        self.index = 0                      # the handler of the batch that was running
+        self.checkpoint: dict | None = None  # the chain's {context, trace} before it
+
+
+class LoadCostIsolate(Exception):
+    """Loading `installation`'s code left the isolate unusable (`kind`, a CrashKind value)."""
+
+    def __init__(self, kind: str, installation: str, message: str):
+        super().__init__(message)
+        self.kind, self.installation = kind, installation
+
+
+def hook_table_json() -> str:
+    table = {}
+    for spec in HOOKS.values():
+        table[spec.name] = {
+            "mutable": list(spec.mutable),
+            "types": {f.name: f.type for f in spec.mutable_fields()},
+            "nullable": [f.name for f in spec.mutable_fields() if f.nullable],
+            "minimum": {f.name: f.minimum for f in spec.mutable_fields() if f.minimum is not None},
+            "cancellable": spec.cancellable,
+        }
+    return json.dumps(table)
+
+
+class Isolate:
+    """SES's lockdown() and the harness, loaded once; each account's installations get compartments."""
+
+    def __init__(self, memory_mb: int, limits: Limits, host_call: Callable[[str], Awaitable[str]]):
+        self.memory_mb = memory_mb
+        self.limits = limits
+        self.host_call = host_call
+        self.mr: MiniRacer | None = None
+        self.queue: EvalQueue | None = None
+        self.stack = contextlib.AsyncExitStack()
+        self._progress: memoryview | None = None
+        self.run_chain_fn = self.poll_fn = self.load_fn = None   # __hub.run, __hub.poll and __hub.load
+        self.loaded: dict[str, str] = {}   # "account/installation" -> code hash held here
+
+    async def start(self) -> Isolate:
+        self.mr = MiniRacer()
+        self.mr.set_hard_memory_limit(self.memory_mb * 1024 * 1024)
+        self.queue = EvalQueue(self.mr)
+        await self.eval(jsassets.ses_source(), 30)
+        await self.eval(jsassets.web_polyfills_bundle_source(), 10)
+        await self.eval(
+            "lockdown({errorTaming: 'unsafe', stackFiltering: 'verbose', overrideTaming: 'severe',"
+            " consoleTaming: 'unsafe'}); 1", 10)
+        await self.eval(jsassets.web_polyfills_source(), 10)
+        py = await self.stack.enter_async_context(self.mr.wrap_py_function(self.host_call))
+        glob = await self.mr.eval_cancelable("globalThis")
+        glob["__py"] = py
+        await self.eval(jsassets.harness_source(), 10)
+        seed = json.dumps(os.urandom(32).hex())   # the isolate's entropy: V8 inside SES has none
+        await self.eval(f"__hub.init({json.dumps(hook_table_json())}, {json.dumps(self.limits.as_json())}, {seed}); 1", 5)
+        self._progress = await self.eval("__hub.progressBuffer", 5)
+        # Chains start and are read by calls, not by evaluating source: a chain's request would
+        # make every start a new script to compile.
+        self.run_chain_fn = await self.eval("__hub.run", 5)
+        self.load_fn = await self.eval("__hub.load", 5)
+        self.poll_fn = await self.eval("__hub.poll", 5)
+        self.queue.prepare_calls(await self.eval("[]", 5))
+        assert self.queue.thread_id is not None, "the evaluations above called back from the isolate's thread"
+        return self
+
+    def lacking(self, account: str, handlers: list) -> list[str]:
+        """The ids of `handlers` ({id, hash}) whose compartment, at that hash, this isolate lacks."""
+        return [h["id"] for h in handlers if self.loaded.get(f"{account}/{h['id']}") != h["hash"]]
+
+    async def eval(self, code: str, timeout: float):
+        try:
+            async with asyncio.timeout(timeout):   # cheaper than wait_for: no extra task per eval
+                return await self.mr.eval_cancelable(code)
+        except JSOOMException:
+            raise IsolateLost("memory") from None
+
+    def progress(self) -> tuple[int, int, float]:
+        """(run seq, index of the handler running, when it started in ms since the epoch)."""
+        seq, index, _, _, started = _HEADER.unpack_from(self._progress, 0)
+        return seq, index, started
+
+    def checkpoint(self, index: int) -> dict | None:
+        """The chain's {context, trace} just before handler `index` started, if the harness kept it."""
+        _, _, length, before, _ = _HEADER.unpack_from(self._progress, 0)
+        if before != index or length < 0:
+            return None
+        raw = bytes(self._progress[_HEADER.size:_HEADER.size + 2 * length])
+        return wire.loads(raw.decode("utf-16-le", "surrogatepass"))
+
+    def memory_exceeded(self) -> bool:
+        ctx = self.mr._ctx
+        return bool(ctx._dll.mr_hard_memory_limit_reached(ctx._ctx))
+
+    async def close(self) -> None:
+        """Free the isolate. Closing is also what stops JavaScript that never yields: freeing the
+        context terminates whatever the isolate's thread is running, microtasks included."""
+        self._progress = None   # a view of the isolate's memory: never read after the free
+        with contextlib.suppress(Exception):
+            await self.stack.aclose()
+        mr, self.mr = self.mr, None
+        if mr is None:
+            return
+        done = threading.Event()
+
+        def free() -> None:
+            mr.close()
+            done.set()
+
+        threading.Thread(target=free, daemon=True, name="isolate-close").start()
+        if not await asyncio.get_running_loop().run_in_executor(None, done.wait, CLOSE_TIMEOUT_SECONDS):
+            raise RuntimeError("a V8 isolate did not stop when closed")
+        if self.queue is not None:
+            self.queue.close()

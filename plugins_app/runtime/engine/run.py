@@ -1,0 +1,260 @@
+"""One chain inside an engine: start it, follow it, and go on past a handler that cost its isolate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from py_mini_racer._exc import JSEvalException, JSOOMException
+
+from plugins_app.runtime import wire
+from plugins_app.runtime.engine.isolate import Isolate, IsolateLost, LoadCostIsolate
+from plugins_app.runtime.engine.v8_queue import Early
+from plugins_app.runtime.protocol import CrashKind, Op, RunResult, TraceEntry
+
+if TYPE_CHECKING:
+    from plugins_app.runtime.engine.process import Engine, Job
+
+GRACE_SECONDS = 0.05         # slack over a handler's budget before a silent isolate counts as wedged
+SLICE_SECONDS = 0.05         # how often a running chain's progress is looked at
+SLOW_NOTICE_SECONDS = 0.5    # a handler keeping the isolate's thread this long is reported once
+HOLD_SECONDS = 1.0           # ...and this long: its thread yields the CPU, its account's other calls skip it
+DEMOTED_NICE = 19
+
+
+@dataclass
+class RunState:
+    """What the engine tracks of the chain in progress (the harness tracks the rest)."""
+
+    seq: int
+    job: Job
+    handler_ids: list
+    index: int = -1
+    uncharged_seconds: float = 0.0
+    uncharged_inflight: int = 0
+    slow_noticed: bool = False
+    holder: str | None = None   # the handler holding the isolate past HOLD_SECONDS, if any
+
+
+CRASH_WARNINGS = {
+    CrashKind.WEDGED.value: "never yielded within {budget} ms (its isolate was closed and replaced)",
+    CrashKind.MEMORY.value: "exceeded the isolate's memory limit (its isolate was replaced)",
+    CrashKind.CRASHED.value: "broke the chain runner (its isolate was replaced)",
+}
+
+
+async def run_chain(engine: Engine, job: Job) -> RunResult:
+    req = job.message
+    account = req["account"]
+    if req.get("code"):
+        engine.remember(account, req["code"])
+    handlers = req["handlers"]
+    hashes = {h["id"]: h["hash"] for h in handlers}
+    trace: list = []
+    context = req["context"]
+    offset = 0
+    while True:
+        iso = await engine.ready_isolate()
+        batch = handlers[offset:]
+        try:
+            # Compartments this isolate is known to lack are loaded before the start: finding out
+            # from a start that answers `missing` would cost a first call a second start. The
+            # harness still says `missing` if it lacks one after all; that is loaded and tried once more.
+            # (A chain the engine started on arrival had nothing to load.)
+            wanted = [] if job.started_state is not None else iso.lacking(account, batch)
+            for _ in range(2):
+                if wanted and (problem := await _load(engine, iso, account, wanted, hashes)):
+                    return problem
+                outcome = await _attempt(engine, iso, job, batch, context, early=offset == 0)
+                if "missing" not in outcome:
+                    break
+                wanted = outcome["missing"]
+        except IsolateLost as lost:
+            await engine.replace_isolate()
+            if lost.kind == CrashKind.CRASHED.value:   # the harness failed, not a handler: blame nobody
+                return {"fatal": lost.kind}
+            context, lost_trace = _resume_point(req, batch, lost.index, lost.checkpoint, context, lost.kind)
+            trace.extend(lost_trace)
+            offset += lost.index + 1
+            if offset >= len(handlers):
+                return {"done": True, "trace": trace, "context": context, "cancellation": None}
+            continue
+        if "missing" in outcome or outcome.get("answeredEarly"):
+            return outcome
+        if outcome.get("cancellation"):
+            outcome["cancellation"]["index"] += offset
+        outcome["trace"] = trace + outcome.get("trace", [])
+        return outcome
+
+
+async def _load(engine: Engine, iso: Isolate, account: str, ids: list, hashes: dict) -> dict | None:
+    """Loads `ids` into the isolate: None once they are there, else the answer to give instead
+    ({"missing"} for code the engine's cache lacks, {"loadError"} for code that failed to load)."""
+    try:
+        absent = await engine.load_missing(iso, account, ids, hashes)
+    except LoadCostIsolate as exc:   # named, so it counts against that installation like a wedge
+        await engine.replace_isolate()
+        return {"loadError": str(exc), "loadCrash": exc.kind, "loadCulprit": exc.installation}
+    except JSEvalException as exc:
+        return {"loadError": str(exc)[:500]}
+    return {"missing": absent} if absent else None
+
+
+def _where(iso: Isolate, state) -> tuple[int, dict | None]:
+    """Which handler of the batch was running when the isolate was lost, and the chain before it."""
+    seq, index, _ = iso.progress()
+    if state is None or seq != state.seq or index < 0:
+        return 0, None
+    return index, (iso.checkpoint(index) if index > 0 else None)
+
+
+def _resume_point(req: dict, batch: list, index: int, checkpoint: dict | None, context: dict,
+                  kind: str) -> tuple[dict, list]:
+    budget = req["budgetMs"]
+    before: list = []
+    if index > 0 and checkpoint is not None:
+        context, before = checkpoint["context"], checkpoint["trace"]
+    elif index > 0:   # the chain's value was too large to keep: the handlers before lose their effect
+        before = [_entry(h["id"], "error", "its result was lost when a later handler's isolate was replaced",
+                         0, None) for h in batch[:index]]
+    status = "timeout" if kind == CrashKind.WEDGED.value else "error"
+    culprit = _entry(batch[index]["id"], status, CRASH_WARNINGS[kind].format(budget=budget),
+                     budget if kind == CrashKind.WEDGED.value else 0, kind)
+    if req.get("traceValues"):
+        culprit["context"] = context
+    return context, before + [culprit]
+
+
+def _entry(handler_id: str, status: str, warning: str, duration_ms: float, crash: str | None) -> TraceEntry:
+    entry: TraceEntry = {"id": handler_id, "status": status, "changed": False, "durationMs": duration_ms,
+             "warning": warning, "logs": [], "logsDropped": 0, "hostCalls": 0}
+    if crash:
+        entry["crash"] = crash
+    return entry
+
+
+def start_attempt(engine: Engine, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> RunState:
+    """Posts the chain's start and the read of its outcome to the isolate's thread. A malformed
+    request raises (KeyError, TypeError) before anything changes."""
+    req = job.message
+    seq = engine.run_seq + 1
+    handler_ids = [h["id"] for h in batch]
+    payload = {"account": req["account"], "hook": req["hook"], "context": context, "budgetMs": req["budgetMs"],
+               "host": req["host"], "traceValues": req.get("traceValues", False), "handlers": batch,
+               "seq": seq, "entropy": os.urandom(32).hex()}   # reseeds the isolate's crypto
+    body = wire.dumps(payload).decode()
+    answer = None
+    if early and req.get("op") == Op.RUN.value:
+        answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes)
+    engine.run_seq = seq
+    state = engine.state = RunState(seq=seq, job=job, handler_ids=handler_ids)
+    iso.queue.post_call(iso.run_chain_fn, body, answered=False)
+    iso.queue.post_call(iso.poll_fn, early=answer)
+    return state
+
+
+async def _attempt(engine: Engine, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> dict:
+    req = job.message
+    budget = req["budgetMs"] / 1000
+    lost = False
+    state = job.started_state   # the engine may have started the first attempt on arrival
+    job.started_state = None
+    if state is None:
+        state = start_attempt(engine, iso, job, batch, context, early)
+    try:
+        raw, answered = await _answer(engine, iso, state, budget)
+        if answered:
+            return {"answeredEarly": True}
+        return await _follow(engine, iso, state, budget, raw)
+    except IsolateLost as lost_isolate:
+        lost = True
+        # Read where the chain was now: the isolate's memory is gone once it is replaced.
+        lost_isolate.index, lost_isolate.checkpoint = _where(iso, state)
+        raise
+    finally:
+        if engine.state is state:
+            engine.state = None
+        if state.holder is not None and not lost and not engine.restore(iso):
+            await engine.replace_isolate()   # its thread can't get its priority back: start afresh
+
+
+async def _follow(engine: Engine, iso: Isolate, state, budget: float, raw) -> dict:
+    """Polls a chain that awaits something (the host, a timer-less promise) until it settles,
+    expiring a handler whose wall-clock budget ran out."""
+    while True:
+        status = wire.loads(raw)
+        if "missing" in status or status.get("done"):
+            if status.get("fatal"):
+                raise IsolateLost(CrashKind.CRASHED.value)
+            return status
+        if status.get("idle"):   # the start itself threw: a harness fault, not a plugin's
+            raise IsolateLost(CrashKind.CRASHED.value)
+        _, index, started = iso.progress()
+        _note_index(state, index)
+        deadline = started / 1000 + budget + state.uncharged_seconds
+        if time.time() >= deadline and not state.uncharged_inflight:
+            iso.queue.post(f"__hub.expire({index}); 1", answered=False)
+        else:
+            engine.host_activity.clear()
+            wait = min(SLICE_SECONDS, max(0.0, deadline - time.time())) or SLICE_SECONDS
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await engine.host_activity.wait()
+        iso.queue.post_call(iso.poll_fn)
+        raw, _ = await _answer(engine, iso, state, budget)
+
+
+async def _answer(engine: Engine, iso: Isolate, state, budget: float):
+    """The next queued evaluation's value. Waits in slices, watching the running handler through
+    the progress buffer: past its budget with the isolate still silent, the isolate is lost."""
+    wait = SLICE_SECONDS
+    while True:
+        if await iso.queue.wait(wait):
+            try:
+                value = iso.queue.take_ready()
+            except JSOOMException:
+                raise IsolateLost(CrashKind.MEMORY.value) from None
+            if iso.memory_exceeded():
+                raise IsolateLost(CrashKind.MEMORY.value)
+            return value
+        if iso.memory_exceeded():
+            raise IsolateLost(CrashKind.MEMORY.value)
+        seq, index, started = iso.progress()
+        if seq != state.seq:
+            continue
+        _note_index(state, index)
+        held = time.time() - started / 1000
+        if not state.slow_noticed and held > SLOW_NOTICE_SECONDS and not state.uncharged_inflight:
+            state.slow_noticed = True
+            if 0 <= index < len(state.handler_ids):
+                state.job.client.send({"op": Op.SLOW.value, "handler": state.handler_ids[index],
+                                       "heldMs": round(held * 1000)})
+        if state.holder is None and held > HOLD_SECONDS and not state.uncharged_inflight:
+            if 0 <= index < len(state.handler_ids):
+                state.holder = state.handler_ids[index]
+                engine.held_long(iso)
+        overdue = held - (budget + state.uncharged_seconds + GRACE_SECONDS)
+        if overdue > 0 and not state.uncharged_inflight:
+            raise IsolateLost(CrashKind.WEDGED.value)
+        wait = min(SLICE_SECONDS, max(0.005, -overdue))   # wake right at the deadline, not a slice past it
+
+
+def _note_index(state, index: int) -> None:
+    if index != state.index:   # a new handler: what it waits on uncharged starts from zero
+        state.index = index
+        state.uncharged_seconds = 0.0
+
+
+def _early_bytes(job: Job, value) -> bytes | None:
+    """On the isolate's thread: the reply to a chain that finished without the host, so the web
+    process gets it without waiting for this process's main thread to wake."""
+    if not isinstance(value, str) or not value.startswith('{"done":true,'):
+        return None
+    try:
+        return b'{"op":"result","id":' + wire.dumps(job.message.get("id")) + b"," + value[1:].encode()
+    except UnicodeEncodeError:
+        return None

@@ -1,0 +1,145 @@
+"""Starts a machine's engines on listening sockets and starts another whenever one exits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from plugins_app.runtime.web.tier import PROJECT_ROOT, Tier
+
+logger = logging.getLogger(__name__)
+LANE_NICE = 10   # the lane's engine yields the CPU to the shared engines under load
+
+
+class Slot:
+    """One engine's place: its listening socket outlives the processes that serve it, so a web
+    process that connects while an engine is being replaced just waits in the backlog."""
+
+    def __init__(self, path: Path, env: dict):
+        self.path = path
+        self.env = env
+        if path.exists():
+            path.unlink()
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(256)
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self, lifeline: int) -> None:
+        fd = self.listener.fileno()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "plugins_app.runtime.engine.process", f"listen={fd}", f"lifeline={lifeline}"],
+            pass_fds=[fd, lifeline], cwd=PROJECT_ROOT, env=self.env)
+        self.starts += 1
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+class Supervisor:
+    """`engines` shared engines and `lane` lower-priority ones, each restarted when it exits."""
+
+    def __init__(self, directory: str | Path, engines: int = 2, lane: int = 1, env: dict | None = None):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        base = dict(env if env is not None else os.environ)
+        self.slots = [Slot(self.directory / f"engine-{i}.sock", base) for i in range(max(1, engines))]
+        self.lane_slots = [Slot(self.directory / f"lane-{i}.sock", dict(base, HUB_ENGINE_NICE=str(LANE_NICE)))
+                           for i in range(lane)]
+        self._lifeline_r, self._lifeline_w = os.pipe()   # engines exit when this process is gone
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    @property
+    def all_slots(self) -> list[Slot]:
+        return self.slots + self.lane_slots
+
+    def start(self) -> Supervisor:
+        for slot in self.all_slots:
+            slot.start(self._lifeline_r)
+        self._watcher = threading.Thread(target=self._watch, daemon=True, name="engine-supervisor")
+        self._watcher.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(0.05):
+            for slot in self.all_slots:
+                if slot.proc is not None and slot.proc.poll() is not None and not self._stopping.is_set():
+                    logger.warning("hook engine %s exited (%s); starting another", slot.path.name, slot.proc.returncode)
+                    slot.start(self._lifeline_r)
+
+    def tier(self, private_env: dict | None = None) -> Tier:
+        return Tier([str(s.path) for s in self.slots], [str(s.path) for s in self.lane_slots], private_env)
+
+    def describe(self) -> dict:
+        return {"engines": [str(s.path) for s in self.slots], "lane": [str(s.path) for s in self.lane_slots]}
+
+    def restarts(self) -> int:
+        return sum(s.starts - 1 for s in self.all_slots)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        for slot in self.all_slots:
+            slot.stop()
+            slot.listener.close()
+            if slot.path.exists():
+                slot.path.unlink()
+        for fd in (self._lifeline_r, self._lifeline_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            self.directory.rmdir()   # only when nothing else was left in it
+        except OSError:
+            pass
+
+
+def tier_from_directory(directory: str | Path) -> Tier:
+    """The tier a separate supervisor process serves (see main): its sockets, read from its map."""
+    layout = json.loads((Path(directory) / "tier.json").read_text())
+    return Tier(layout["engines"], layout["lane"])
+
+
+def local_supervisor(engines: int, lane: int = 1) -> Supervisor:
+    """A supervisor inside this process, on sockets in a private directory (tests, runserver, Celery)."""
+    return Supervisor(tempfile.mkdtemp(prefix="hub-engines-"), engines, lane).start()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("directory")
+    parser.add_argument("--engines", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--lane", type=int, default=1)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="[engines] %(message)s")
+    os.environ.setdefault("HUB_ISOLATE_MEMORY_MB", os.environ.get("HOOK_ISOLATE_MEMORY_MB", "256"))
+    supervisor = Supervisor(args.directory, args.engines, args.lane).start()
+    layout = Path(args.directory) / "tier.json"
+    layout.write_text(json.dumps(supervisor.describe()))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    # Exit with the parent (gunicorn's master) even if it could not say so.
+    parent = os.getppid()
+    while not stop.wait(0.5):
+        if os.getppid() != parent:
+            break
+    layout.unlink(missing_ok=True)
+    supervisor.stop()
+
+
+if __name__ == "__main__":
+    main()

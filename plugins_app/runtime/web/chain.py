@@ -1,0 +1,225 @@
+"""Runs one hook's chain for an account: plain data in, plain data out, fail-open throughout."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from plugins_app.runtime.protocol import DEFAULT_BUDGET_MS, CrashKind, HostPlan, Op, RunRequest, RunResult
+from plugins_app.runtime.tables.hooks import HookSpec
+from plugins_app.runtime.tables.members import OFFERED_BY
+from plugins_app.runtime.web.tier import EngineDown, Tier
+
+SESSION_HOP_LIMIT = 4   # host.session (peer messages) is offered up to this hop, not beyond
+QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts"
+HELD_BACK_WARNING = "skipped: another call of this handler has held its engine for over a second"
+
+
+@dataclass(frozen=True)
+class Handler:
+    """One installation's handler in a chain, with the compiled code the engine may need."""
+
+    installation_id: str
+    plugin: str
+    code_hash: str
+    code: str
+    config: dict = field(default_factory=dict)
+    granted: frozenset = frozenset()
+    quarantined_until: float | None = None   # epoch seconds; skipped without running until then
+    slow_lane_until: float | None = None     # epoch seconds; runs in the engine tier's lane until then
+    version: int | None = None               # the installation's deployed version, for the audit rows
+
+    def quarantined(self, now: float) -> bool:
+        return self.quarantined_until is not None and now < self.quarantined_until
+
+    def in_slow_lane(self, now: float) -> bool:
+        return self.slow_lane_until is not None and now < self.slow_lane_until
+
+
+@dataclass
+class HandlerTrace:
+    installation_id: str
+    plugin: str
+    status: str            # ran | cancelled | error | timeout | malformed | quarantined
+    changed: bool
+    duration_ms: float
+    warning: str | None = None
+    logs: list = field(default_factory=list)
+    crash: str | None = None   # a CrashKind value when this handler cost its isolate or engine
+    value: Any = None      # the hook's value after this handler; filled only when asked for
+    quarantined_until: float | None = None   # set when it was skipped for a quarantine (epoch seconds)
+
+    @property
+    def engine_restarted(self) -> bool:
+        return self.crash is not None
+
+
+@dataclass
+class Cancellation:
+    installation_id: str
+    plugin: str
+    reason: str
+
+
+@dataclass
+class ChainResult:
+    hook: str
+    outcome: str           # unchanged | changed | cancelled
+    context: dict
+    value: Any
+    cancellation: Cancellation | None
+    trace: list[HandlerTrace]
+
+
+HostFunction = Callable[[Handler, str, list], Any]   # raises HostError to reject the JS promise
+
+
+class HostError(Exception):
+    """A host member refused or failed; the message reaches the plugin as a rejected promise."""
+
+
+def host_plan(spec: HookSpec, context: dict, hop: int = 0) -> HostPlan:
+    """Which optional host members this invocation gets (session, workspace, ssh: see members.py)."""
+    session = None
+    if OFFERED_BY["session"](spec) and hop <= SESSION_HOP_LIMIT:
+        session = {
+            "id": context.get(spec.session_field),
+            "agentId": context.get(spec.agent_field) if spec.agent_field else None,
+            "kind": context.get("sessionKind"),
+        }
+    return {"session": session, "workspace": OFFERED_BY["workspace"](spec), "ssh": OFFERED_BY["ssh"](spec)}
+
+
+SlowHandler = Callable[[Handler], None]   # a handler is holding its isolate for a long time
+
+
+def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handler],
+              context: dict, *, host: HostFunction | None = None, hop: int = 0,
+              budget_ms: int = DEFAULT_BUDGET_MS, trace_values: bool = False,
+              on_slow: SlowHandler | None = None) -> ChainResult:
+    """`trace_values` adds each handler's resulting value to its trace entry (for try-runs);
+    `on_slow` hears of a handler that keeps its isolate busy (its installation should move lanes)."""
+    now = time.time()
+    runnable = [h for h in handlers if not h.quarantined(now)]
+    if not runnable:   # nothing (left) hooks this point: no engine needed
+        return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [], context, trace_values, now))
+    held_back: list[HandlerTrace] = []
+    while True:
+        by_id = {h.installation_id: h for h in runnable}
+        request: RunRequest = {"op": Op.RUN.value, "account": account_key, "hook": spec.name, "context": dict(context),
+                   "budgetMs": budget_ms, "host": host_plan(spec, context, hop), "traceValues": trace_values,
+                   "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in runnable]}
+        lane = any(h.in_slow_lane(now) for h in runnable)
+        try:
+            reply = _request(tier, account_key, request, by_id, host, on_slow, lane, budget_ms)
+        except EngineDown as down:
+            return _finish(spec, context, dict(context), None, _skipped(spec, handlers, held_back + [
+                HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0,
+                             f"the hook engine stopped while running this chain ({down.kind}); the value went on unchanged",
+                             crash=down.kind) for h in runnable], context, trace_values, now))
+        if not reply.get("holder"):
+            break
+        # Another call of this account is stuck in that handler: leave it out rather than wait
+        # behind it or run it a second time.
+        holder = by_id[reply["holder"]]
+        runnable = [h for h in runnable if h is not holder]
+        held_back.append(HandlerTrace(holder.installation_id, holder.plugin, "quarantined", False, 0.0,
+                                      HELD_BACK_WARNING, value=spec.value_of(context) if trace_values else None))
+        if not runnable:
+            return _finish(spec, context, dict(context), None, _skipped(spec, handlers, held_back, context, trace_values, now))
+    if "loadError" in reply:
+        return _finish(spec, context, dict(context), None, _skipped(spec, handlers, held_back + [
+            _load_failed(h, reply) for h in runnable], context, trace_values, now))
+    trace = held_back + [_trace(spec, by_id[t["id"]], t) for t in reply["trace"]]
+    cancellation = None
+    if reply.get("cancellation"):
+        cancellation = _cancellation(runnable[reply["cancellation"]["index"]], reply["cancellation"])
+    return _finish(spec, context, reply["context"], cancellation, _skipped(spec, handlers, trace, context, trace_values, now))
+
+
+def _request(tier: Tier, account_key: str, request: RunRequest, by_id: dict[str, Handler], host, on_slow,
+             lane: bool, budget_ms: int) -> RunResult:
+    def on_host(message: dict) -> dict:
+        handler = by_id.get(message.get("handler"))
+        if handler is None or host is None:
+            return {"ok": False, "error": f"host.{message.get('member')} is not available here"}
+        try:
+            return {"ok": True, "value": host(handler, message["member"], message.get("args") or [])}
+        except HostError as exc:
+            return {"ok": False, "error": str(exc)}
+        except Exception as exc:  # a bug in a bridge must not take the chain down
+            return {"ok": False, "error": f"host.{message['member']} failed: {type(exc).__name__}"}
+
+    def slow(handler_id: str) -> None:
+        if on_slow is not None and handler_id in by_id:
+            on_slow(by_id[handler_id])
+
+    # The engine answers every handler within its budget (it closes an isolate that won't): this
+    # is only the limit for an engine process that stopped answering altogether.
+    silence = (budget_ms / 1000 + 1) * len(by_id) + 10
+    # Code this process has not shipped yet goes with the request, saving the engine's "missing"
+    # round trip on an account's first call; an engine that lost it (replaced) still asks.
+    unsent = tier.unsent(account_key, [(h.installation_id, h.code_hash) for h in by_id.values()])
+    if unsent:
+        request["code"] = _code(by_id, unsent)
+    reply = tier.request(account_key, request, on_host, slow, lane, silence)
+    if "missing" in reply:
+        request["code"] = _code(by_id, reply["missing"])
+        reply = tier.request(account_key, request, on_host, slow, lane, silence)
+    if unsent:
+        tier.mark_shipped(account_key, [(i, by_id[i].code_hash) for i in unsent])
+    if reply.get("fatal"):
+        raise EngineDown(CrashKind.CRASHED.value)
+    return reply
+
+
+def _load_failed(handler: Handler, reply: RunResult) -> HandlerTrace:
+    warning = f"could not load: {reply['loadError']}"
+    if reply.get("loadCulprit") != handler.installation_id:
+        return HandlerTrace(handler.installation_id, handler.plugin, "error", False, 0.0, warning)
+    # Its code cost the isolate: a wedge counts as a timeout (towards quarantine), as in a chain.
+    crash = reply.get("loadCrash")
+    status = "timeout" if crash == CrashKind.WEDGED.value else "error"
+    return HandlerTrace(handler.installation_id, handler.plugin, status, False, 0.0, warning, crash=crash)
+
+
+def _code(by_id: dict[str, Handler], ids) -> dict:
+    return {i: {"hash": by_id[i].code_hash, "code": by_id[i].code, "config": by_id[i].config} for i in ids}
+
+
+def _skipped(spec: HookSpec, handlers: list[Handler], trace: list[HandlerTrace], context: dict,
+             trace_values: bool, now: float) -> list[HandlerTrace]:
+    """The trace in chain order, with an entry for each quarantined handler that was skipped."""
+    ran = {t.installation_id: t for t in trace}
+    merged = []
+    for h in handlers:
+        if h.installation_id in ran:
+            merged.append(ran[h.installation_id])
+        elif h.quarantined(now):
+            until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(h.quarantined_until))
+            merged.append(HandlerTrace(h.installation_id, h.plugin, "quarantined", False, 0.0,
+                                       QUARANTINE_WARNING.format(until=until),
+                                       value=spec.value_of(context) if trace_values else None,
+                                       quarantined_until=h.quarantined_until))
+    return merged
+
+
+def _finish(spec: HookSpec, original: dict, current: dict, cancellation, trace) -> ChainResult:
+    changed = spec.value_of(current) != spec.value_of(original)
+    outcome = "cancelled" if cancellation else ("changed" if changed else "unchanged")
+    return ChainResult(spec.name, outcome, current, spec.value_of(current), cancellation, trace)
+
+
+def _trace(spec: HookSpec, handler: Handler, t: dict) -> HandlerTrace:
+    logs = t.get("logs") or []
+    if t.get("logsDropped"):
+        logs = logs + [{"level": "warn", "message": f"{t['logsDropped']} more log lines dropped", "at": None}]
+    value = spec.value_of(t["context"]) if "context" in t else None
+    return HandlerTrace(handler.installation_id, handler.plugin, t["status"], bool(t.get("changed")),
+                        float(t.get("durationMs") or 0), t.get("warning"), logs, t.get("crash"), value=value)
+
+
+def _cancellation(handler: Handler, data: dict) -> Cancellation:
+    return Cancellation(handler.installation_id, handler.plugin, data.get("reason") or "")

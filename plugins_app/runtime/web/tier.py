@@ -1,0 +1,281 @@
+"""The web side of the engine tier: connections to the machine's engines, and where a chain goes."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from plugins_app.runtime import wire
+from plugins_app.runtime.protocol import CrashKind, Op
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+CONNECT_TIMEOUT_SECONDS = 30.0
+MAX_PRIVATE_ENGINES = 8
+MAX_SHIPPED = 100_000   # (account, installation, hash) this process remembers having sent
+
+HostHandler = Callable[[dict], dict]
+SlowHandler = Callable[[str], None]
+Waiting = Callable[[], AbstractContextManager[None]]   # entered around a wait for the engine's next message
+
+
+class EngineDown(Exception):
+    """The engine stopped answering or its process died mid-request; `kind` is a CrashKind value."""
+
+    def __init__(self, kind: str = CrashKind.CRASHED.value):
+        super().__init__(kind)
+        self.kind = kind
+
+
+class EngineLink:
+    """One connection to one engine, used by one thread at a time."""
+
+    def __init__(self, conn: wire.Frames, pid: int | None = None):
+        self.conn = conn
+        self.pid = pid
+        self.readable = select.poll()   # made once: Connection.poll builds a selector per call
+        self.readable.register(conn.fileno(), select.POLLIN)
+        self.next_id = 0
+
+    @classmethod
+    def connect(cls, address: str) -> EngineLink:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(CONNECT_TIMEOUT_SECONDS)
+        sock.connect(address)   # an engine being replaced leaves this in the listen backlog
+        sock.settimeout(None)
+        link = cls(wire.Frames(sock.detach()))
+        link.pid = link.request({"op": Op.PING.value}, silence_limit=CONNECT_TIMEOUT_SECONDS).get("pid")
+        return link
+
+    def request(self, message: dict, on_host: HostHandler | None = None, on_slow: SlowHandler | None = None,
+                silence_limit: float = 30.0, waiting: Waiting | None = None) -> dict:
+        """Send one request; answer its host calls until the result arrives."""
+        self.next_id += 1
+        message = dict(message, id=self.next_id)
+        try:
+            self.conn.send_bytes(wire.dumps(message))
+            while True:
+                if self.conn.has_frame():
+                    ready = True
+                elif waiting is None:
+                    ready = self.readable.poll(silence_limit * 1000)
+                else:
+                    with waiting():
+                        ready = self.readable.poll(silence_limit * 1000)
+                if not ready:
+                    self.stop_engine()
+                    raise EngineDown(CrashKind.WEDGED.value)
+                reply = wire.loads(self.conn.recv_bytes())
+                op = reply.get("op")
+                if op == Op.HOST.value:
+                    if reply.get("id") != message["id"]:
+                        # From a chain answered before its handler's unawaited call reached us.
+                        answer = {"ok": False, "error": f"host.{reply.get('member')}: the chain that called it is over"}
+                    elif on_host is None:
+                        answer = {"ok": False, "error": "no host here"}
+                    elif waiting is None:
+                        answer = on_host(reply)
+                    else:
+                        with waiting():   # host calls mostly wait on I/O (fetch, LLM, SSH)
+                            answer = on_host(reply)
+                    self.conn.send_bytes(wire.dumps({"op": Op.HOST_REPLY.value, "call": reply["call"], **answer}))
+                elif op == Op.SLOW.value:
+                    if on_slow is not None:
+                        on_slow(reply["handler"])
+                elif reply.get("id") == message["id"]:
+                    return reply
+        except (EOFError, OSError):
+            self.close()
+            raise EngineDown() from None
+
+    def stop_engine(self) -> None:
+        """An engine silent past every budget is beyond saving: end it (its supervisor starts another)."""
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PrivateEngine:
+    """An engine of this process's own over a socket pair: for a chain started from inside another
+    chain's host call, which must not wait on an engine its own caller holds."""
+
+    def __init__(self, env: dict):
+        parent, child = socket.socketpair()
+        fd = child.detach()
+        # No spare isolate: a private engine serves one short nested chain at a time.
+        self.proc = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.engine.process", f"conn={fd}"],
+                                     pass_fds=[fd], cwd=PROJECT_ROOT, env=dict(env, HUB_ENGINE_SPARE="0"))
+        os.close(fd)
+        self.link = EngineLink(wire.Frames(parent.detach()), self.proc.pid)
+        if not self.link.readable.poll(CONNECT_TIMEOUT_SECONDS * 1000):
+            self.kill()
+            raise EngineDown()
+        assert wire.loads(self.link.conn.recv_bytes()).get("op") == Op.READY.value
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.link.close()
+
+
+class PoolExhausted(RuntimeError):
+    """Chains nested inside host calls need more private engines than the cap allows."""
+
+
+class Tier:
+    """Routes each chain to an engine: the account's preferred one (its compartments are warm
+    there), the next one when that is busy, and the lane's when its installations are suspect or
+    its own chain is what keeps an engine busy."""
+
+    def __init__(self, engines: list[str], lane: list[str], private_env: dict | None = None,
+                 waiting: Waiting | None = None):
+        self.engines = engines
+        self.waiting = waiting   # lets the web process give this thread's CPU turn away meanwhile
+        self.lane = lane or engines
+        self.private_env = private_env if private_env is not None else dict(os.environ)
+        self._local = threading.local()
+        self._private_lock = threading.Lock()
+        self._private_idle: list[PrivateEngine] = []
+        self.private_count = 0
+        self._shipped: OrderedDict[tuple, None] = OrderedDict()   # (account, id, hash) sent to an engine
+        self._shipped_lock = threading.Lock()
+
+    # -- code shipping -------------------------------------------------------------------------
+    def unsent(self, account_key: str, handlers: list[tuple[str, str]]) -> list[str]:
+        """The installation ids whose code (at that hash) this process has not sent yet."""
+        with self._shipped_lock:
+            return [i for i, h in handlers if (account_key, i, h) not in self._shipped]
+
+    def mark_shipped(self, account_key: str, handlers: list[tuple[str, str]]) -> None:
+        with self._shipped_lock:
+            for i, h in handlers:
+                self._shipped[(account_key, i, h)] = None
+            while len(self._shipped) > MAX_SHIPPED:
+                self._shipped.popitem(last=False)
+
+    # -- links ---------------------------------------------------------------------------------
+    def _link(self, address: str) -> EngineLink:
+        links = getattr(self._local, "links", None)
+        if links is None:
+            links = self._local.links = {}
+        link = links.get(address)
+        if link is None:
+            link = links[address] = EngineLink.connect(address)
+        return link
+
+    def _forget(self, address: str) -> None:
+        getattr(self._local, "links", {}).pop(address, None)
+
+    def order(self, account_key: str, lane: bool = False) -> list[str]:
+        addresses = self.lane if lane else self.engines
+        first = zlib.crc32(account_key.encode()) % len(addresses)
+        return [addresses[(first + i) % len(addresses)] for i in range(len(addresses))]
+
+    # -- requests --------------------------------------------------------------------------------
+    def request(self, account_key: str, message: dict, on_host: HostHandler | None = None,
+                on_slow: SlowHandler | None = None, lane: bool = False, silence_limit: float = 30.0) -> dict:
+        if getattr(self._local, "depth", 0):
+            return self._nested(message, on_host, on_slow, silence_limit)
+        self._local.depth = 1
+        try:
+            return self._route(account_key, message, on_host, on_slow, lane, silence_limit)
+        finally:
+            self._local.depth = 0
+
+    def _route(self, account_key, message, on_host, on_slow, lane, silence_limit, wait_at: str | None = None) -> dict:
+        order = self.order(account_key, lane)
+        for address in order:
+            reply = self._send(address, message, on_host, on_slow, silence_limit)
+            if not reply.get("busy") or reply.get("holder"):
+                return reply   # a holder: the caller leaves that handler out and asks again
+            if reply.get("lane") and not lane:
+                # This account's own chain keeps that engine busy: don't spread it to the others.
+                # If the lane is busy too, wait behind that chain of its own, which its engine
+                # stops waiting on once it holds the isolate too long, not behind the lane's.
+                return self._route(account_key, message, on_host, on_slow, True, silence_limit, wait_at=address)
+        # Everything is busy: wait in line where this account is warm.
+        return self._send(wait_at or order[0], dict(message, wait=True), on_host, on_slow, silence_limit)
+
+    def _send(self, address, message, on_host, on_slow, silence_limit) -> dict:
+        link = self._link(address)
+        try:
+            return link.request(message, on_host, on_slow, silence_limit, self.waiting)
+        except EngineDown:
+            self._forget(address)
+            raise
+
+    def _nested(self, message, on_host, on_slow, silence_limit) -> dict:
+        engine = self._take_private()
+        depth = self._local.depth
+        self._local.depth = depth + 1
+        try:
+            return engine.link.request(message, on_host, on_slow, silence_limit, self.waiting)
+        except EngineDown:
+            engine.kill()
+            engine = None
+            raise
+        finally:
+            self._local.depth = depth
+            if engine is not None:
+                self._give_back(engine)
+
+    def _take_private(self) -> PrivateEngine:
+        with self._private_lock:
+            if self._private_idle:
+                return self._private_idle.pop()
+            if self.private_count >= MAX_PRIVATE_ENGINES:
+                raise PoolExhausted(f"all {MAX_PRIVATE_ENGINES} engines for nested chains are busy")
+            self.private_count += 1
+        try:
+            return PrivateEngine(self.private_env)
+        except BaseException:
+            with self._private_lock:
+                self.private_count -= 1
+            raise
+
+    def _give_back(self, engine: PrivateEngine) -> None:
+        with self._private_lock:
+            if len(self._private_idle) < 1:
+                self._private_idle.append(engine)
+                return
+            self.private_count -= 1
+        engine.kill()
+
+    # -- other requests ---------------------------------------------------------------------------
+    def compile(self, source: str, language: str) -> dict:
+        for attempt in range(2):
+            try:
+                return self._send(self.engines[attempt % len(self.engines)],
+                                  {"op": Op.COMPILE.value, "source": source, "language": language}, None, None, 60)
+            except EngineDown:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def ping(self, address: str) -> dict:
+        return self._send(address, {"op": Op.PING.value}, None, None, 10)
+
+    def shutdown(self) -> None:
+        for link in getattr(self._local, "links", {}).values():
+            link.close()
+        self._local.links = {}
+        with self._private_lock:
+            idle, self._private_idle = self._private_idle, []
+        for engine in idle:
+            engine.kill()

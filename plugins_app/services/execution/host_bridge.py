@@ -1,0 +1,114 @@
+"""The host bridge: answers plugins' host.* calls for one chain run, checking grants first."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from plugins_app.runtime.tables.hooks import HookSpec
+from plugins_app.runtime.tables.members import BRIDGED_MEMBERS
+from plugins_app.runtime.tables.permissions import permission_for
+from plugins_app.runtime.web.chain import Handler, HostError
+
+
+@dataclass
+class HostCall:
+    """Everything a host member may need to answer one call."""
+
+    account: Any
+    spec: HookSpec
+    context: dict
+    handler: Handler
+    hop: int
+    turn_id: str
+    extras: dict
+    effects: list = field(default_factory=list)
+    # How many times this handler has called this member in this chain run, this call included.
+    call_number: int = 1
+    # False in a try-run: members must not leave audit rows, logs or metering behind.
+    record: bool = True
+
+
+Member = Callable[[HostCall, list], Any]
+# Filled by register_members() (from the app's ready()): host member name -> the function answering it.
+MEMBERS: dict[str, Member] = {}
+# Members that change something outside the chain run, or a test of the call's arguments for those
+# that only sometimes do (a fetch that posts): a dry run reports them instead of calling them.
+# Filled by register_members() too.
+WRITES: dict[str, Callable[[list], bool]] = {}
+# What a dry run answers a writing call with: an object, so plugins that read a field of the answer
+# go on instead of failing on null.
+DRY_RUN_ANSWER = {"dryRun": True}
+_MARK = "host_member"
+
+
+def member(name: str, *, writes: bool | Callable[[list], bool] = False) -> Callable[[Member], Member]:
+    """Mark the function that answers `host.<name>(...)`; `name` must be a bridged member of the table.
+    `writes` marks members with side effects (or tests a call's arguments for them)."""
+    if name not in BRIDGED_MEMBERS:
+        raise ValueError(f"host.{name} is not a bridged member in plugins_app/runtime/members.py")
+
+    def mark(fn: Member) -> Member:
+        setattr(fn, _MARK, (name, writes))
+        return fn
+    return mark
+
+
+def marked_members(module: object) -> list[Member]:
+    """The functions `module` marked with @member."""
+    return [fn for fn in vars(module).values() if callable(fn) and hasattr(fn, _MARK)]
+
+
+def _always_writes(args: list) -> bool:
+    return True
+
+
+def register_members(functions: list[Member]) -> None:
+    """Install the member functions; every bridged member of the table needs exactly one."""
+    found: dict[str, Member] = {}
+    writes: dict[str, Callable[[list], bool]] = {}
+    for fn in functions:
+        name, writing = getattr(fn, _MARK)
+        if name in found and found[name] is not fn:
+            raise ValueError(f"host.{name} is answered by two functions")
+        found[name] = fn
+        if writing:
+            writes[name] = writing if callable(writing) else _always_writes
+    missing = sorted(BRIDGED_MEMBERS - set(found))
+    if missing:
+        raise ValueError("host members in runtime/members.py without a function: " + ", ".join(missing))
+    MEMBERS.clear()
+    MEMBERS.update(found)
+    WRITES.clear()
+    WRITES.update(writes)
+
+
+class HostBridge:
+    def __init__(self, account, spec: HookSpec, context: dict, *, hop: int = 0, turn_id: str = "",
+                 extras: dict | None = None, record: bool = True, dry_run: bool = False):
+        self.account, self.spec, self.context = account, spec, context
+        self.record = record
+        self.dry_run = dry_run       # writing members are not called, only listed in would_call
+        self.would_call: list[dict] = []
+        self.hop, self.turn_id, self.extras = hop, turn_id, extras or {}
+        self.effects: list = []
+        self.calls: Counter = Counter()
+
+    def __call__(self, handler: Handler, name: str, args: list):
+        fn = MEMBERS.get(name)
+        if fn is None:
+            raise HostError(f"host.{name} is not available in this hub")
+        permission = permission_for(name)
+        if permission and permission not in handler.granted:
+            raise HostError(f"host.{name} needs the {permission} permission, which an account admin "
+                            f"has not granted to {handler.plugin}")
+        self.calls[handler.installation_id, name] += 1
+        if self.dry_run and name in WRITES and WRITES[name](args):
+            self.would_call.append({"installationId": handler.installation_id, "plugin": handler.plugin,
+                                    "member": f"host.{name}", "args": args})
+            return dict(DRY_RUN_ANSWER)
+        call = HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id,
+                        self.extras, self.effects, self.calls[handler.installation_id, name], self.record)
+        return fn(call, args)

@@ -1,0 +1,132 @@
+"""host.fetch: a real HTTP request to a public address, size- and time-capped, redirects not followed."""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+import time
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from plugins_app.runtime.web.chain import HostError
+from plugins_app.services.execution.host_bridge import HostCall, member
+from plugins_app.services.host import ssrf
+
+METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+MAX_REQUEST_BODY = 1024 * 1024
+MAX_URL_CHARS = 8192
+CHUNK = 64 * 1024
+# Set by the hub from the address it checked; a plugin may not override them.
+RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
+
+
+def _request_parts(args: list) -> tuple[str, str, dict, bytes | None]:
+    url = args[0] if args else None
+    init = args[1] if len(args) > 1 and args[1] is not None else {}
+    if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
+        raise HostError(f"host.fetch: expected a URL of at most {MAX_URL_CHARS} characters")
+    if not isinstance(init, dict):
+        raise HostError("host.fetch: init must be an object {method, headers, body}")
+    method = init.get("method", "GET")
+    if not isinstance(method, str) or method.upper() not in METHODS:
+        raise HostError(f"host.fetch: method must be one of {', '.join(sorted(METHODS))}")
+    headers = init.get("headers") or {}
+    if isinstance(headers, list):
+        headers = dict(pair for pair in headers if isinstance(pair, list) and len(pair) == 2)
+    if not isinstance(headers, dict):
+        raise HostError("host.fetch: headers must be an object of strings")
+    clean = {}
+    for name, value in headers.items():
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise HostError(f"host.fetch: header {name!r} must be a string")
+        value = str(value)
+        if any(c in name + value for c in "\r\n\0") or not name.strip():
+            raise HostError(f"host.fetch: header {name!r} is malformed")
+        if name.lower() not in RESERVED_HEADERS:
+            clean[name] = value
+    body = init.get("body")
+    if body is not None:
+        if not isinstance(body, str):
+            raise HostError("host.fetch: body must be a string (JSON.stringify objects first)")
+        body = body.encode()
+        if len(body) > MAX_REQUEST_BODY:
+            raise HostError("host.fetch: the request body is over 1 MiB")
+    return url, method.upper(), clean, body
+
+
+def _read_body(response, deadline: float, limit: int, sock) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise HostError("host.fetch: the response did not arrive within the time limit")
+        sock.settimeout(remaining)
+        chunk = response.read1(CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > limit:
+            raise HostError(f"host.fetch: the response body is over {limit} bytes (HUB_FETCH_MAX_BYTES)")
+        chunks.append(chunk)
+
+
+def _decode(raw: bytes, content_type: str) -> str:
+    charset = "utf-8"
+    for part in content_type.split(";")[1:]:
+        key, _, value = part.strip().partition("=")
+        if key.lower() == "charset" and value:
+            charset = value.strip('"')
+    try:
+        return raw.decode(charset, errors="replace")
+    except LookupError:
+        return raw.decode("utf-8", errors="replace")
+
+
+def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: bytes | None = None) -> dict:
+    """Perform one request under the SSRF guard; returns {status, headers, body}."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise HostError("host.fetch: only http:// and https:// URLs are allowed")
+    if not parts.hostname:
+        raise HostError("host.fetch: the URL has no host")
+    if parts.username or parts.password:
+        raise HostError("host.fetch: credentials in the URL are not allowed; send an Authorization header")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise HostError("host.fetch: the URL's port is not a number from 0 to 65535") from None
+    try:
+        addresses = ssrf.checked_addresses(parts.hostname, port, allow_private=settings.HUB_FETCH_ALLOW_PRIVATE)
+    except ssrf.Refused as exc:
+        raise HostError(f"host.fetch refused: {exc}") from None
+    deadline = time.monotonic() + min(settings.HUB_FETCH_TIMEOUT_SECONDS, 5.0)
+    context = ssl.create_default_context() if parts.scheme == "https" else None
+    try:
+        conn = ssrf.connect_pinned(parts.scheme, parts.hostname, port, addresses, deadline, context)
+    except OSError as exc:
+        raise HostError(f"host.fetch: could not connect to {parts.hostname}:{port}: {exc}") from None
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    sock = conn.sock   # kept: http.client drops conn.sock when the server closes after the response
+    try:
+        conn.request(method, target, body=body, headers=headers or {})
+        response = conn.getresponse()
+        raw = b"" if method == "HEAD" else _read_body(response, deadline, settings.HUB_FETCH_MAX_BYTES, sock)
+    except (OSError, http.client.HTTPException) as exc:
+        kind = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+        raise HostError(f"host.fetch: {parts.hostname} failed: {kind}") from None
+    finally:
+        conn.close()
+    merged: dict[str, str] = {}
+    for name, value in response.getheaders():
+        key = name.lower()
+        merged[key] = f"{merged[key]}, {value}" if key in merged else value
+    return {"status": response.status, "headers": merged,
+            "body": _decode(raw, response.getheader("Content-Type") or "")}
+
+
+@member("fetch", writes=lambda args: _request_parts(args)[1].upper() not in ("GET", "HEAD"))
+def fetch(call: HostCall, args: list) -> dict:
+    url, method, headers, body = _request_parts(args)
+    return fetch_url(url, method, headers, body)

@@ -1,0 +1,152 @@
+"""host.llm and host.decide, through an OpenAI-compatible chat completions endpoint."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+
+from django.conf import settings
+
+from plugins_app.runtime.web.chain import HostError
+from plugins_app.services.execution.host_bridge import HostCall, member
+
+ROLES = {"system", "user", "assistant"}
+# Request fields a plugin may set beside the messages; the operator picks the model.
+OPTIONS = {"temperature", "top_p", "max_tokens", "stop", "seed", "response_format"}
+MAX_PROMPT_CHARS = 200_000
+MAX_OPTIONS = 50
+MAX_OPTION_CHARS = 500
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+
+DECIDE_SYSTEM = ("You choose exactly one option. Reply with that option's text, verbatim, and nothing "
+                 "else: no explanation, no quotes, no punctuation.")
+
+
+def complete(messages: list[dict], options: dict | None = None, *, member_name: str = "llm") -> str:
+    """POST {LLM_BASE_URL}/chat/completions; return the assistant's text."""
+    if not settings.LLM_BASE_URL or not settings.LLM_MODEL:
+        raise HostError(f"host.{member_name} is not available: no LLM endpoint is configured on this hub "
+                        "(LLM_BASE_URL and LLM_MODEL)")
+    body = json.dumps({**(options or {}), "model": settings.LLM_MODEL, "messages": messages}).encode()
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if settings.LLM_API_KEY:
+        headers["Authorization"] = f"Bearer {settings.LLM_API_KEY}"
+    request = urllib.request.Request(settings.LLM_BASE_URL.rstrip("/") + "/chat/completions", data=body,
+                                     headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=min(settings.LLM_TIMEOUT_SECONDS, 5.0)) as response:
+            raw = response.read(MAX_RESPONSE_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise HostError(f"host.{member_name}: the LLM endpoint answered HTTP {exc.code}: "
+                        f"{_error_text(exc)}") from None
+    except (OSError, ValueError) as exc:
+        raise HostError(f"host.{member_name}: the LLM endpoint is unreachable: {exc}") from None
+    try:
+        answer = json.loads(raw)
+        content = answer["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise HostError(f"host.{member_name}: the LLM endpoint's answer is not a chat completion") from None
+    if not isinstance(content, str):
+        raise HostError(f"host.{member_name}: the LLM answered without text")
+    return content
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        data = json.loads(exc.read(64 * 1024))
+        error = data.get("error")
+        return str(error.get("message") if isinstance(error, dict) else error)[:300]
+    except (ValueError, AttributeError, OSError):
+        return exc.reason or "error"
+
+
+def _checked_options(raw) -> dict:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise HostError("host.llm: options must be an object")
+    unknown = sorted(set(raw) - OPTIONS - {"messages", "system"})
+    if unknown:
+        raise HostError(f"host.llm: unknown option {unknown[0]!r}; allowed: {', '.join(sorted(OPTIONS))}")
+    return {k: v for k, v in raw.items() if k in OPTIONS}
+
+
+def _checked_messages(raw) -> list[dict]:
+    if not isinstance(raw, list) or not raw:
+        raise HostError("host.llm: messages must be a non-empty array of {role, content}")
+    messages, total = [], 0
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
+            raise HostError(f"host.llm: messages[{i}] must be {{role: system|user|assistant, content: string}}")
+        total += len(m["content"])
+        messages.append({"role": m["role"], "content": m["content"]})
+    if total > MAX_PROMPT_CHARS:
+        raise HostError(f"host.llm: the prompt is over {MAX_PROMPT_CHARS} characters")
+    return messages
+
+
+def parse_llm_args(args: list) -> tuple[list[dict], dict]:
+    """llm(prompt, options?) or llm({messages, ...options}); `system` prepends a system message."""
+    if not args:
+        raise HostError("host.llm: give a prompt string or {messages: [...]}")
+    first = args[0]
+    if isinstance(first, str):
+        options = args[1] if len(args) > 1 else None
+        messages = _checked_messages([{"role": "user", "content": first}])
+    elif isinstance(first, dict):
+        options = first
+        messages = _checked_messages(first.get("messages"))
+    else:
+        raise HostError("host.llm: give a prompt string or {messages: [...]}")
+    checked = _checked_options(options)
+    system = options.get("system") if isinstance(options, dict) else None
+    if system is not None:
+        if not isinstance(system, str):
+            raise HostError("host.llm: system must be a string")
+        messages.insert(0, {"role": "system", "content": system})
+    return messages, checked
+
+
+def match_option(answer: str, options: list[str]) -> str | None:
+    """The one option the model's answer names (case-insensitive), or None."""
+    cleaned = answer.strip().strip("\"'`*").strip().rstrip(".!").strip().lower()
+    for option in options:
+        if option.strip().lower() == cleaned:
+            return option
+    named = [o for o in options
+             if re.search(r"(?<!\w)" + re.escape(o.strip().lower()) + r"(?!\w)", answer.lower())]
+    # Drop options only named as part of a longer one ("no" inside "no way").
+    named = [o for o in named if not any(o != other and o.lower() in other.lower() for other in named)]
+    return named[0] if len(named) == 1 else None
+
+
+@member("llm")
+def llm(call: HostCall, args: list) -> str:
+    messages, options = parse_llm_args(args)
+    return complete(messages, options)
+
+
+@member("decide")
+def decide(call: HostCall, args: list) -> str:
+    question = args[0] if args else None
+    options = args[1] if len(args) > 1 else None
+    if not isinstance(question, str) or not question.strip():
+        raise HostError("host.decide: the question must be a non-empty string")
+    if (not isinstance(options, list) or not options or len(options) > MAX_OPTIONS
+            or not all(isinstance(o, str) and o.strip() and len(o) <= MAX_OPTION_CHARS for o in options)):
+        raise HostError(f"host.decide: options must be 1 to {MAX_OPTIONS} non-empty strings "
+                        f"of at most {MAX_OPTION_CHARS} characters")
+    if len({o.strip().lower() for o in options}) != len(options):
+        raise HostError("host.decide: options must differ (ignoring case)")
+    if len(question) > MAX_PROMPT_CHARS:
+        raise HostError(f"host.decide: the question is over {MAX_PROMPT_CHARS} characters")
+    listing = "\n".join(f"- {o}" for o in options)
+    answer = complete([{"role": "system", "content": DECIDE_SYSTEM},
+                       {"role": "user", "content": f"{question}\n\nOptions:\n{listing}\n\nAnswer with one option."}],
+                      {"temperature": 0}, member_name="decide")
+    choice = match_option(answer, options)
+    if choice is None:
+        raise HostError(f"host.decide: the model's answer matches none of the options: {answer.strip()[:200]!r}")
+    return choice

@@ -1,0 +1,282 @@
+"""Prometheus metrics: what the execute path, handlers, quarantine and Celery count, and the scrape."""
+
+from __future__ import annotations
+
+import atexit
+import hmac
+import ipaddress
+import logging
+import os
+import threading
+import time
+from collections import deque
+from contextlib import contextmanager
+
+from django.conf import settings
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import REGISTRY
+
+from plugins_app.errors import HubError
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.services.engine.tier import get_tier
+from plugins_app.services.execution.observers import ChainRun
+
+logger = logging.getLogger(__name__)
+OTHER = "other"
+SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+EXECUTE_REQUESTS = Counter("hub_execute_requests", "Execute API calls by hook and outcome", ["hook", "outcome"])
+EXECUTE_SECONDS = Histogram("hub_execute_duration_seconds", "Time the hub spent answering an execute call",
+                            ["hook", "outcome"], buckets=SECONDS_BUCKETS)
+HANDLER_SECONDS = Histogram("hub_handler_duration_seconds", "Handler run time by plugin and hook",
+                            ["plugin", "hook"], buckets=SECONDS_BUCKETS)
+HANDLER_RUNS = Counter("hub_handler_runs", "Handlers by plugin and status (quarantined: skipped)",
+                       ["plugin", "status"])
+ENGINE_RESTARTS = Counter("hub_engine_restarts", "Isolates or engines lost to a handler, by crash kind", ["kind"])
+QUARANTINES = Counter("hub_quarantines", "Installations put in quarantine")
+CELERY_TASKS = Counter("hub_celery_tasks", "Celery tasks by name and outcome", ["task", "outcome"])
+ADMISSION_WAIT_SECONDS = Histogram("hub_admission_wait_seconds",
+                                   "Time an execute call waited for its account's turn in its web process",
+                                   buckets=(0.0,) + SECONDS_BUCKETS)
+ADMISSION_REST_SECONDS = Counter("hub_admission_rest_seconds",
+                                 "Time calls of accounts calling from several connections at once kept "
+                                 "their account's machine place resting beside other accounts")
+
+
+class _BoundedLabel:
+    """The first `limit` distinct values seen by this process keep their name; later ones are
+    counted as "other", so a flood of new plugin names cannot grow the series without end."""
+
+    def __init__(self, setting: str, default: int):
+        self.setting, self.default = setting, default
+        self.seen: set[str] = set()
+        self.lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        if value in self.seen:
+            return value
+        with self.lock:
+            if len(self.seen) >= int(getattr(settings, self.setting, self.default)):
+                return OTHER
+            self.seen.add(value)
+            return value
+
+
+plugin_label = _BoundedLabel("HUB_METRICS_MAX_PLUGINS", 200)
+
+
+def hook_label(hook: str) -> str:
+    return hook if hook in HOOKS else "unknown"   # an unknown hook in a URL is the caller's text
+
+
+class _Deferred:
+    """Observations queued by request threads (an append) and applied to the metrics by a thread
+    of this process every HUB_METRICS_FLUSH_SECONDS: with multiprocess mode each increment is a
+    locked write to a memory-mapped file, kept off the execute path. 0 applies them at once."""
+
+    def __init__(self):
+        self.queue: deque = deque()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+        self.children: dict[tuple, object] = {}   # (metric, labels) -> its child, skipping labels()
+
+    @property
+    def interval(self) -> float:
+        return float(getattr(settings, "HUB_METRICS_FLUSH_SECONDS", 1.0))
+
+    def add(self, item: tuple) -> None:
+        self.queue.append(item)
+        if self.interval <= 0:
+            self.apply()
+        elif self.thread is None or not self.thread.is_alive():
+            self._start()
+
+    def child(self, metric, *labels):
+        key = (metric, labels)
+        found = self.children.get(key)
+        if found is None:
+            found = self.children[key] = metric.labels(*labels)
+        return found
+
+    def apply(self) -> None:
+        with self.lock:   # one applier at a time: children are made once
+            while self.queue:
+                kind, *args = self.queue.popleft()
+                try:
+                    if kind == "admission":
+                        ADMISSION_WAIT_SECONDS.observe(*args)
+                    elif kind == "rest":
+                        ADMISSION_REST_SECONDS.inc(*args)
+                    else:
+                        (self._apply_chain if kind == "chain" else self._apply_call)(*args)
+                except Exception:
+                    logger.exception("a metrics observation could not be applied")
+
+    def _apply_chain(self, hook: str, entries) -> None:
+        for plugin, status, duration_ms, crash in entries:
+            plugin = plugin_label(plugin)
+            self.child(HANDLER_RUNS, plugin, status).inc()
+            if status != "quarantined":
+                self.child(HANDLER_SECONDS, plugin, hook).observe(duration_ms / 1000)
+            if crash:
+                self.child(ENGINE_RESTARTS, crash).inc()
+
+    def _apply_call(self, hook: str, outcome: str, seconds: float) -> None:
+        self.child(EXECUTE_REQUESTS, hook, outcome).inc()
+        self.child(EXECUTE_SECONDS, hook, outcome).observe(seconds)
+
+    def _start(self) -> None:
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._loop, name="hub-metrics", daemon=True)
+                self.thread.start()
+                atexit.register(self.apply)
+
+    def _loop(self) -> None:
+        stop = threading.Event()
+        while not stop.wait(self.interval):
+            self.apply()
+
+
+deferred = _Deferred()
+
+
+def observe_handlers(hook: str, trace) -> None:
+    """One chain's handlers: run time by plugin, status counts, engines they cost."""
+    deferred.add(("chain", hook, [(t.plugin, t.status, t.duration_ms, t.crash) for t in trace]))
+
+
+def observe_chain(run: ChainRun) -> None:
+    """An after-chain observer: the run's handlers into the handler metrics."""
+    observe_handlers(run.spec.name, run.result.trace)
+
+
+class _Observed:
+    outcome = "failed"
+
+
+@contextmanager
+def execute_observed(hook: str):
+    """Counts and times one execute call; the body sets `.outcome`, a refused call is "rejected"."""
+    observed = _Observed()
+    started = time.perf_counter()
+    try:
+        yield observed
+    except HubError:
+        observed.outcome = "rejected"
+        raise
+    finally:
+        deferred.add(("call", hook_label(hook), observed.outcome, time.perf_counter() - started))
+
+
+def admission_waited(seconds: float) -> None:
+    deferred.add(("admission", seconds))
+
+
+def admission_rested(seconds: float) -> None:
+    deferred.add(("rest", seconds))
+
+
+def quarantined() -> None:
+    QUARANTINES.inc()
+
+
+# -- Celery -------------------------------------------------------------------------------------------
+def _task_name(sender) -> str:
+    return getattr(sender, "name", None) or OTHER
+
+
+def register() -> None:
+    """Connects the Celery signals (called from the app's ready())."""
+    from celery import signals
+
+    signals.task_success.connect(_on_success, weak=False, dispatch_uid="hub-metrics-success")
+    signals.task_failure.connect(_on_failure, weak=False, dispatch_uid="hub-metrics-failure")
+    signals.task_retry.connect(_on_retry, weak=False, dispatch_uid="hub-metrics-retry")
+
+
+def _on_success(sender=None, **kwargs):
+    CELERY_TASKS.labels(_task_name(sender), "success").inc()
+
+
+def _on_failure(sender=None, **kwargs):
+    CELERY_TASKS.labels(_task_name(sender), "failure").inc()
+
+
+def _on_retry(sender=None, **kwargs):
+    CELERY_TASKS.labels(_task_name(sender), "retry").inc()
+
+
+# -- the scrape -----------------------------------------------------------------------------------
+class EngineCollector:
+    """Asks each engine of the tier for its state at scrape time (engines run no Python metrics)."""
+
+    def collect(self):
+        up = GaugeMetricFamily("hub_engine_up", "1 when the engine answered this scrape", labels=["engine"])
+        queued = GaugeMetricFamily("hub_engine_queued_chains", "Chains waiting in the engine's queue",
+                                   labels=["engine"])
+        compartments = GaugeMetricFamily("hub_engine_compartments", "Installations loaded in the engine's isolate",
+                                         labels=["engine"])
+        counters = {name: CounterMetricFamily(metric, text, labels=["engine"]) for name, metric, text in (
+            ("replaced", "hub_engine_isolates_replaced", "Isolates closed and replaced by the engine process"),
+            ("compartmentMisses", "hub_engine_compartment_misses",
+             "Handlers whose compartment the isolate lacked when asked to run (the rest were hits)"),
+            ("codeCacheMisses", "hub_engine_code_cache_misses",
+             "Compartment misses the engine's code cache lacked too"),
+        )}
+        tier = get_tier()
+        for index, address in enumerate(dict.fromkeys(tier.engines + tier.lane)):
+            engine = ("lane-" if address in tier.lane and address not in tier.engines else "") + str(index)
+            try:
+                status = tier.ping(address)
+            except Exception:
+                up.add_metric([engine], 0)
+                continue
+            up.add_metric([engine], 1)
+            queued.add_metric([engine], status.get("queued", 0))
+            compartments.add_metric([engine], status.get("compartments", 0))
+            for name, family in counters.items():
+                family.add_metric([engine], status.get(name, 0))
+        yield from (up, queued, compartments, *counters.values())
+
+
+class _ThisProcess:
+    def collect(self):
+        return REGISTRY.collect()
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def scrape() -> bytes:
+    """The text exposition: every process's metrics (multiprocess mode) or this one's, and the engines'."""
+    deferred.apply()   # this process's own observations are current; other workers' lag at most a flush
+    registry = CollectorRegistry()
+    if multiprocess_dir():
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry.register(_ThisProcess())
+    registry.register(EngineCollector())
+    return generate_latest(registry)
+
+
+def token_set() -> bool:
+    return bool(getattr(settings, "HUB_METRICS_TOKEN", ""))
+
+
+def may_scrape(authorization: str, remote_addr: str) -> tuple[bool, str]:
+    """(allowed, why not): a bearer token when HUB_METRICS_TOKEN is set, else loopback callers only."""
+    token = getattr(settings, "HUB_METRICS_TOKEN", "")
+    if token:
+        scheme, _, given = authorization.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+            return True, ""
+        return False, "send Authorization: Bearer <HUB_METRICS_TOKEN>"
+    try:
+        if ipaddress.ip_address(remote_addr).is_loopback:
+            return True, ""
+    except ValueError:
+        pass
+    return False, "metrics answer only loopback callers unless HUB_METRICS_TOKEN is set"

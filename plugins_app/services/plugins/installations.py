@@ -1,0 +1,156 @@
+"""Installing, removing, enabling and granting plugins for an account."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.db import IntegrityError, transaction
+from django.utils.text import slugify
+
+from plugins_app.errors import CompileFailed, Conflict, InvalidInput
+from plugins_app.models import AccountChange, Installation, Plugin, PluginVersion
+from plugins_app.runtime.tables.hooks import HOOK_NAMES
+from plugins_app.runtime.tables.permissions import derive_permissions
+from plugins_app.services.audit import changes
+from plugins_app.services.engine.tier import get_tier
+from plugins_app.services.ids import get_in_account
+from plugins_app.services.plugins import chains
+from plugins_app.services.plugins.version_records import record_installed
+
+MAX_SOURCE_CHARS = 2 * 1024 * 1024   # a bundled library fits (zod minified is 0.3-0.5 MiB)
+# An install body carries the source as a JSON string: escaping (\" and \\, \uXXXX) and multi-byte
+# UTF-8 can make it up to a few times larger than its characters.
+MAX_INSTALL_BODY_BYTES = 3 * MAX_SOURCE_CHARS   # Django's DATA_UPLOAD_MAX_MEMORY_SIZE is set to match
+LANGUAGES = ("typescript", "javascript")
+
+
+def compile_source(source: str, language: str) -> dict:
+    """Transpile and load the source once; return code, hooks, host members and permissions."""
+    if not isinstance(source, str) or not source.strip():
+        raise InvalidInput("source", "the plugin's source is empty")
+    if len(source) > MAX_SOURCE_CHARS:
+        raise InvalidInput("source", f"{len(source)} characters is over the {MAX_SOURCE_CHARS} character (2 MiB) limit")
+    if language not in LANGUAGES:
+        raise InvalidInput("language", "expected typescript or javascript")
+    result = get_tier().compile(source, language)
+    if result.get("errors"):
+        raise CompileFailed(result["errors"])
+    unknown = [h for h in result["hooks"] if h not in HOOK_NAMES]
+    if unknown:
+        raise CompileFailed([{"message": f"middleware.{unknown[0]} is not a hook; the hooks are: "
+                                         + ", ".join(HOOK_NAMES), "line": 1, "column": 1}])
+    if not result["hooks"]:
+        raise CompileFailed([{"message": "the plugin defines no hooks: assign handlers to "
+                                         "globalThis.middleware.<hook>", "line": 1, "column": 1}])
+    return {
+        "compiled_js": result["code"],
+        "code_hash": hashlib.sha256(result["code"].encode()).hexdigest(),
+        "hooks": [h for h in HOOK_NAMES if h in result["hooks"]],
+        "host_members": result["hostMembers"],
+        "permissions": derive_permissions(result["hostMembers"]),
+    }
+
+
+def check_permission_names(grant, asked) -> list[str]:
+    """`grant` checked to be a list of permissions among `asked`, sorted and without repeats."""
+    if not isinstance(grant, list) or not all(isinstance(g, str) for g in grant):
+        raise InvalidInput("grant", "expected an array of permission names")
+    extra = sorted(set(grant) - set(asked))
+    if extra:
+        raise InvalidInput("grant", f"{extra[0]} is not a permission this plugin asks for "
+                                    f"(it asks for: {', '.join(sorted(set(asked))) or 'nothing'})")
+    return sorted(set(grant))
+
+
+def _check_grant(plugin: Plugin, grant, installation: Installation | None = None) -> list[str]:
+    if grant is None:
+        return []
+    asked = set(plugin.permissions)
+    if installation is not None:   # a draft's new permission can be granted before it is deployed
+        for permissions in PluginVersion.objects.filter(installation=installation).values_list("permissions",
+                                                                                                flat=True):
+            asked.update(permissions)
+    return check_permission_names(grant, asked)
+
+
+def install_plugin(account, *, name: str, source: str, language: str = "typescript",
+                   description: str = "", grant=None) -> Installation:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInput("name", "a plugin needs a name")
+    slug = slugify(name)[:100]
+    if not slug:
+        raise InvalidInput("name", "the name needs at least one letter or digit")
+    if Plugin.objects.filter(account=account, slug=slug).exists():
+        raise Conflict(f"a plugin named {slug!r} is already installed in this account")
+    compiled = compile_source(source, language)   # outside the transaction: it can take a while
+    try:
+        with transaction.atomic():
+            plugin = Plugin.objects.create(account=account, name=name.strip()[:100], slug=slug,
+                                           description=description or "", language=language,
+                                           source=source, **compiled)
+            return install_existing(account, plugin, grant=grant)
+    except IntegrityError:
+        raise Conflict(f"a plugin named {slug!r} is already installed in this account") from None
+
+
+@transaction.atomic
+def install_existing(account, plugin: Plugin, *, grant=None, settings=None) -> Installation:
+    """Install a plugin that is already stored (one of the account's, or an official one)."""
+    granted = _check_grant(plugin, grant)
+    if Installation.objects.filter(account=account, plugin=plugin).exists():
+        raise Conflict(f"{plugin.slug} is already installed in this account")
+    installation = Installation.objects.create(account=account, plugin=plugin,
+                                               granted_permissions=granted, settings=settings or {})
+    chains.append_to_chains(installation, plugin.hooks)
+    chains.mark_changed(account.pk)
+    record_installed(installation)
+    changes.record(account.pk, AccountChange.Action.INSTALL, f"installed {plugin.slug}", installation=installation,
+                   after={"version": installation.live_version, "hooks": plugin.hooks, "granted": granted})
+    return installation
+
+
+def get_installation(account, installation_id, field: str = "installationId") -> Installation:
+    return get_in_account(Installation.objects.select_related("plugin"), account, installation_id, field,
+                          f"installation {installation_id} not found in this account")
+
+
+@transaction.atomic
+def uninstall(account, installation_id) -> None:
+    installation = get_installation(account, installation_id)
+    plugin = installation.plugin
+    changes.record(account.pk, AccountChange.Action.UNINSTALL, f"uninstalled {plugin.slug}",
+                   installation=installation, before={"version": installation.live_version,
+                                                      "granted": installation.granted_permissions})
+    installation.delete()
+    if plugin.account_id == account.pk and not plugin.installations.exists():
+        plugin.delete()
+    chains.mark_changed(account.pk)
+
+
+@transaction.atomic
+def set_enabled(account, installation_id, enabled: bool) -> Installation:
+    installation = get_installation(account, installation_id)
+    if not isinstance(enabled, bool):
+        raise InvalidInput("enabled", "expected true or false")
+    if installation.enabled != enabled:
+        action = AccountChange.Action.ENABLE if enabled else AccountChange.Action.DISABLE
+        changes.record(account.pk, action, f"{action.label.lower()} {installation.plugin.slug}",
+                       installation=installation, before={"enabled": installation.enabled}, after={"enabled": enabled})
+    installation.enabled = enabled
+    installation.save(update_fields=["enabled", "updated_at"])
+    chains.mark_changed(account.pk)
+    return installation
+
+
+@transaction.atomic
+def grant(account, installation_id, permissions) -> Installation:
+    installation = get_installation(account, installation_id)
+    before = installation.granted_permissions
+    installation.granted_permissions = _check_grant(installation.plugin, permissions, installation)
+    if sorted(before or ()) != installation.granted_permissions:
+        changes.record(account.pk, AccountChange.Action.GRANT, f"changed the grants of {installation.plugin.slug}",
+                       installation=installation, before={"granted": before},
+                       after={"granted": installation.granted_permissions})
+    installation.save(update_fields=["granted_permissions", "updated_at"])
+    chains.mark_changed(account.pk)
+    return installation

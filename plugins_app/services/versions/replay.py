@@ -1,0 +1,98 @@
+"""Replaying a cancel-log entry against the current chain or a draft, with no side effects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from plugins_app.errors import InvalidInput, NotFound
+from plugins_app.models import CancelLog
+from plugins_app.runtime.tables.context import ContextError, validate_context
+from plugins_app.runtime.web.chain import ChainResult, Handler, run_chain
+from plugins_app.services.engine.tier import engine_key, get_tier
+from plugins_app.services.execution.chain_cache import chain_cache, make_version_handler
+from plugins_app.services.execution.host_bridge import HostBridge
+from plugins_app.services.hooks import require_hook
+from plugins_app.services.ids import parse_id
+from plugins_app.services.plugins import installations as plugins
+from plugins_app.services.versions import releases as versions
+
+
+@dataclass
+class Replay:
+    entry: CancelLog
+    result: ChainResult
+    would_call: list = field(default_factory=list)
+    draft: dict | None = None     # {"installationId", "plugin", "version"} when a draft replaced live code
+
+
+def get_entry(account, entry_id) -> CancelLog:
+    entry = CancelLog.objects.filter(pk=parse_id(entry_id, "entry_id"), account=account).first()
+    if entry is None:
+        raise NotFound(f"cancel-log entry {entry_id} not found in this account", field="entry_id")
+    return entry
+
+
+def replay_cancellation(account, entry_id, *, installation_id=None, version=None) -> Replay:
+    """Run the entry's context through the account's chain as it is now (or with one installation's
+    `version` in place of its live code). Nothing is written: no cancel log, warnings, logs, metering
+    or quarantine strikes; host members that write are listed as "would call" instead of called."""
+    entry = get_entry(account, entry_id)
+    spec = require_hook(entry.hook)
+    handlers = list(chain_cache.handlers(account, entry.hook))
+    draft = None
+    if (installation_id is None) != (version is None):
+        raise InvalidInput("version" if version is None else "installationId",
+                           "give both installationId and version to replay against a draft")
+    if installation_id is not None:
+        handlers, draft = _with_draft(account, entry.hook, handlers, installation_id, version)
+    try:
+        context = validate_context(spec, entry.context)
+    except ContextError as exc:   # the hook's fields changed since the entry was written
+        raise InvalidInput("context", f"the recorded context no longer fits {entry.hook}: {exc.message}") from None
+    bridge = HostBridge(account, spec, context, hop=entry.hop, turn_id=entry.turn_id, record=False, dry_run=True)
+    result = run_chain(get_tier(), engine_key(account), spec, handlers, context, host=bridge, hop=entry.hop,
+                       trace_values=True, budget_ms=settings.HUB_BUDGET_MS)
+    would_call = bridge.would_call + [{"effect": effect} for effect in bridge.effects]
+    return Replay(entry, result, would_call, draft)
+
+
+def _with_draft(account, hook: str, handlers: list[Handler], installation_id, number):
+    installation = plugins.get_installation(account, installation_id)
+    version = versions.get_version(installation, number)
+    base = next((h for h in handlers if h.installation_id == str(installation.pk)), None)
+    drafted = make_version_handler(installation, version)
+    others = [h for h in handlers if h.installation_id != str(installation.pk)]
+    if hook in version.hooks:
+        if base is not None:
+            others.insert(handlers.index(base), drafted)
+        else:
+            others.append(drafted)
+    info = {"installationId": str(installation.pk), "plugin": installation.plugin.slug, "version": version.number}
+    return others, info
+
+
+def as_dict(replay: Replay) -> dict:
+    """The recorded outcome and the replayed one, side by side."""
+    entry, result = replay.entry, replay.result
+    c = result.cancellation
+    return {
+        "entryId": str(entry.pk),
+        "hook": entry.hook,
+        "draft": replay.draft,
+        "recorded": {"outcome": "cancelled", "installationId": str(entry.installation_id or ""),
+                     "plugin": entry.plugin_slug, "version": entry.plugin_version, "reason": entry.reason,
+                     "at": entry.created_at.isoformat()},
+        "replayed": {
+            "outcome": result.outcome,
+            "value": result.value,
+            "cancellation": None if c is None else {"installationId": c.installation_id, "plugin": c.plugin,
+                                                     "reason": c.reason},
+            "trace": [{"installationId": t.installation_id, "plugin": t.plugin, "status": t.status,
+                       "changed": t.changed, "durationMs": t.duration_ms, "warning": t.warning}
+                      for t in result.trace],
+        },
+        "sameOutcome": c is not None and c.plugin == entry.plugin_slug,
+        "wouldCall": replay.would_call,
+    }
