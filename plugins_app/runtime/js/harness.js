@@ -267,7 +267,10 @@
       if (timers === null) throw new Error("setTimeout: timers run only inside a handler's invocation");
       if (typeof callback !== "function") throw new TypeError("setTimeout: the callback must be a function");
       if (timers.size >= MAX_TIMERS) throw new RangeError(`setTimeout: over ${MAX_TIMERS} pending timers`);
-      const ms = Math.max(0, Number(delay) || 0);
+      // As on the web, no delay, 0 and a negative delay mean "after the current task". The native
+      // timer waits with Atomics.waitAsync, which settles a 0 ms wait synchronously (no promise to
+      // then): a thousandth of a millisecond still waits for the next task, after the microtasks.
+      const ms = Math.max(0.001, Number(delay) || 0);
       const id = nativeSetTimeout(() => {
         if (timers.delete(id)) callback(...args);
       }, ms);
