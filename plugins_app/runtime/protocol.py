@@ -1,11 +1,13 @@
-"""The messages between a web process and an engine: their names, shapes, crash kinds and limits."""
+"""The messages between a web process and an engine: their names, shapes, crash kinds and limits;
+and a request as an engine holds it while it runs (Job, RunState)."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 from dataclasses import asdict, dataclass
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from . import wire
 
@@ -107,5 +109,40 @@ class RunResult(TypedDict, total=False):
     lane: bool                  # ...and it is this account's own chain that keeps the engine busy
 
 
-def result(request_id: Any, **fields) -> bytes:
+def result(request_id: Any, **fields: Any) -> bytes:
     return wire.dumps({"op": Op.RESULT.value, "id": request_id, **fields})
+
+
+# -- inside an engine: a request while it is held, and the chain it runs ------------------------
+
+class Peer(Protocol):
+    """The engine's end of the connection a request came in on (engine/process.py's Client)."""
+
+    conn: wire.Frames
+
+    def send(self, message: dict[str, Any] | bytes) -> None: ...
+
+
+@dataclass
+class Job:
+    """One RUN or BENCH request an engine has taken in, until it is answered."""
+
+    client: Peer
+    message: dict[str, Any]
+    started: float = 0.0
+    started_state: RunState | None = None   # set while its chain, started on arrival, awaits the work loop
+    watch: asyncio.TimerHandle | None = None   # ...which looks at it by then at the latest
+
+
+@dataclass
+class RunState:
+    """What the engine tracks of the chain in progress (the harness tracks the rest)."""
+
+    seq: int
+    job: Job
+    handler_ids: list[str]
+    index: int = -1
+    uncharged_seconds: float = 0.0
+    uncharged_inflight: int = 0
+    slow_noticed: bool = False
+    holder: str | None = None   # the handler holding the isolate past HOLD_SECONDS, if any

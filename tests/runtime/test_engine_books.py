@@ -9,7 +9,7 @@ from plugins_app.runtime import wire
 from plugins_app.runtime.engine import process as engine_process
 from plugins_app.runtime.engine.process import Engine
 from plugins_app.runtime.engine.run import start_attempt
-from plugins_app.runtime.protocol import DEFAULT_LIMITS
+from plugins_app.runtime.protocol import DEFAULT_LIMITS, Job
 
 from .conftest import PROMPT_CONTEXT
 
@@ -90,7 +90,7 @@ def test_the_next_call_of_an_account_whose_chain_was_answered_early_waits_here_n
             None, lambda: wire.loads(conn.recv_bytes()) if conn.poll(5) else None)
         seen = {}
         try:
-            job = engine_process.Job(client, _run(handler, 1, account="same"), started=time.monotonic() - 1)
+            job = Job(client, _run(handler, 1, account="same"), started=time.monotonic() - 1)
             engine.running = job
             for moment in ("running", "answered"):
                 if moment == "answered":   # the chain runs and the isolate's thread answers it

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from plugins_app.runtime.engine.process import Engine, Job
+from plugins_app.runtime.engine.api import EngineSide
+from plugins_app.runtime.protocol import Job, RunResult
 
 
-async def bench(engine: Engine, job: Job) -> dict[str, Any]:
+async def bench(engine: EngineSide, job: Job) -> RunResult | dict[str, Any]:
     """Run the request's chain `n` times exactly as a request would, answering nothing early."""
-    from plugins_app.runtime.engine.process import Job
     run = Job(job.client, dict(job.message, op="bench-run"), job.started)   # never answered early
     first = await engine.run(run)
     if "missing" in first or "loadError" in first:

@@ -5,25 +5,21 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from typing import TYPE_CHECKING
 
 from py_mini_racer import MiniRacer
 from py_mini_racer._exc import JSEvalException
 
 from plugins_app.runtime.engine import jsassets
 from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
-
-if TYPE_CHECKING:
-    from plugins_app.runtime.engine.process import Engine
-
+from plugins_app.runtime.protocol import Limits
 
 
 class Compiler:
     """TypeScript in its own isolate, and a probe isolate that loads the result to find its hooks.
     Both are apart from the isolate that runs chains, so a compile never holds up a chain."""
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
+    def __init__(self, memory_mb: int, limits: Limits):
+        self.memory_mb, self.limits = memory_mb, limits   # the probe isolate's, as the engine's own
         self.typescript: MiniRacer | None = None
         self.probe: Isolate | None = None
         self.lock = asyncio.Lock()
@@ -51,7 +47,7 @@ class Compiler:
     async def _probe(self, transpiled: dict) -> dict:
         code = transpiled["code"]
         if self.probe is None:
-            self.probe = await Isolate(self.engine.memory_mb, self.engine.limits, _no_host).start()
+            self.probe = await Isolate(self.memory_mb, self.limits, _no_host).start()
         probe_id = "probe-" + hashlib.sha256(code.encode()).hexdigest()[:16]
         try:
             installation = json.dumps(["probe", probe_id, "probe", code, {}])

@@ -11,17 +11,17 @@ import sys
 import time
 from collections import OrderedDict, deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import uvloop
 from py_mini_racer._exc import JSOOMException
 
 from plugins_app.runtime import protocol, wire
+from plugins_app.runtime.engine.bench import bench
 from plugins_app.runtime.engine.compiler import Compiler
 from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost, LoadCostIsolate
-from plugins_app.runtime.engine.run import DEMOTED_NICE, RunState, run_chain, start_attempt
-from plugins_app.runtime.protocol import CrashKind, Op
+from plugins_app.runtime.engine.run import DEMOTED_NICE, run_chain, start_attempt
+from plugins_app.runtime.protocol import CrashKind, Job, Op, RunResult, RunState
 from plugins_app.runtime.tables.members import UNCHARGED_MEMBERS
 
 BUSY_SECONDS = 0.02          # a chain holding the isolate longer than this sends newcomers elsewhere
@@ -45,16 +45,9 @@ class Client:
             self.closed = True
 
 
-@dataclass
-class Job:
-    client: Client
-    message: dict
-    started: float = 0.0
-    started_state: RunState | None = None   # set while its chain, started on arrival, awaits the work loop
-    watch: asyncio.TimerHandle | None = None   # ...which looks at it by then at the latest
-
-
 class Engine:
+    """Implements engine/api.py's EngineSide, which run.py and bench.py are given."""
+
     def __init__(self, memory_mb: int, limits: protocol.Limits, spare: bool = True, nice: int = 0):
         self.memory_mb = memory_mb
         self.limits = limits
@@ -82,7 +75,7 @@ class Engine:
         # thread that watches budgets and answers must keep its time on a busy machine.
         self.lowered = nice > 0
         self.base_nice = min(os.getpriority(os.PRIO_PROCESS, 0) + nice, DEMOTED_NICE)
-        self.compiler = Compiler(self)
+        self.compiler = Compiler(memory_mb, limits)
         self._closing: set[asyncio.Task] = set()   # replaced isolates still being closed
 
     # -- connections ---------------------------------------------------------------------------
@@ -309,7 +302,6 @@ class Engine:
     async def _execute(self, job: Job) -> dict | None:
         try:
             if job.message["op"] == Op.BENCH.value:
-                from plugins_app.runtime.engine.bench import bench
                 return await bench(self, job)
             reply = await self.run(job)
             return None if reply.get("answeredEarly") else reply
@@ -402,7 +394,7 @@ class Engine:
         return absent
 
     # -- chains ----------------------------------------------------------------------------------
-    async def run(self, job: Job) -> dict:
+    async def run(self, job: Job) -> RunResult:
         return await run_chain(self, job)
 
     # -- host calls from JS ------------------------------------------------------------------------

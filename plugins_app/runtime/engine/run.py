@@ -6,38 +6,20 @@ import asyncio
 import contextlib
 import os
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from py_mini_racer._exc import JSEvalException, JSOOMException
 
 from plugins_app.runtime import wire
+from plugins_app.runtime.engine.api import EngineSide
 from plugins_app.runtime.engine.isolate import Isolate, IsolateLost, LoadCostIsolate
 from plugins_app.runtime.engine.v8_queue import Early
-from plugins_app.runtime.protocol import CrashKind, Op, RunResult, TraceEntry
-
-if TYPE_CHECKING:
-    from plugins_app.runtime.engine.process import Engine, Job
+from plugins_app.runtime.protocol import CrashKind, Job, Op, RunResult, RunState, TraceEntry
 
 GRACE_SECONDS = 0.05         # slack over a handler's budget before a silent isolate counts as wedged
 SLICE_SECONDS = 0.05         # how often a running chain's progress is looked at
 SLOW_NOTICE_SECONDS = 0.5    # a handler keeping the isolate's thread this long is reported once
 HOLD_SECONDS = 1.0           # ...and this long: its thread yields the CPU, its account's other calls skip it
 DEMOTED_NICE = 19
-
-
-@dataclass
-class RunState:
-    """What the engine tracks of the chain in progress (the harness tracks the rest)."""
-
-    seq: int
-    job: Job
-    handler_ids: list
-    index: int = -1
-    uncharged_seconds: float = 0.0
-    uncharged_inflight: int = 0
-    slow_noticed: bool = False
-    holder: str | None = None   # the handler holding the isolate past HOLD_SECONDS, if any
 
 
 CRASH_WARNINGS = {
@@ -47,7 +29,7 @@ CRASH_WARNINGS = {
 }
 
 
-async def run_chain(engine: Engine, job: Job) -> RunResult:
+async def run_chain(engine: EngineSide, job: Job) -> RunResult:
     req = job.message
     account = req["account"]
     if req.get("code"):
@@ -91,7 +73,7 @@ async def run_chain(engine: Engine, job: Job) -> RunResult:
         return outcome
 
 
-async def _load(engine: Engine, iso: Isolate, account: str, ids: list, hashes: dict) -> dict | None:
+async def _load(engine: EngineSide, iso: Isolate, account: str, ids: list, hashes: dict) -> dict | None:
     """Loads `ids` into the isolate: None once they are there, else the answer to give instead
     ({"missing"} for code the engine's cache lacks, {"loadError"} for code that failed to load)."""
     try:
@@ -137,7 +119,7 @@ def _entry(handler_id: str, status: str, warning: str, duration_ms: float, crash
     return entry
 
 
-def start_attempt(engine: Engine, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> RunState:
+def start_attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> RunState:
     """Posts the chain's start and the read of its outcome to the isolate's thread. A malformed
     request raises (KeyError, TypeError) before anything changes."""
     req = job.message
@@ -157,7 +139,7 @@ def start_attempt(engine: Engine, iso: Isolate, job: Job, batch: list, context: 
     return state
 
 
-async def _attempt(engine: Engine, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> dict:
+async def _attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> dict:
     req = job.message
     budget = req["budgetMs"] / 1000
     lost = False
@@ -182,7 +164,7 @@ async def _attempt(engine: Engine, iso: Isolate, job: Job, batch: list, context:
             await engine.replace_isolate()   # its thread can't get its priority back: start afresh
 
 
-async def _follow(engine: Engine, iso: Isolate, state, budget: float, raw) -> dict:
+async def _follow(engine: EngineSide, iso: Isolate, state, budget: float, raw) -> dict:
     """Polls a chain that awaits something (the host, a timer-less promise) until it settles,
     expiring a handler whose wall-clock budget ran out."""
     while True:
@@ -208,7 +190,7 @@ async def _follow(engine: Engine, iso: Isolate, state, budget: float, raw) -> di
         raw, _ = await _answer(engine, iso, state, budget)
 
 
-async def _answer(engine: Engine, iso: Isolate, state, budget: float):
+async def _answer(engine: EngineSide, iso: Isolate, state, budget: float):
     """The next queued evaluation's value. Waits in slices, watching the running handler through
     the progress buffer: past its budget with the isolate still silent, the isolate is lost."""
     wait = SLICE_SECONDS
