@@ -31,11 +31,12 @@ def engine_figures(n: int = 5000) -> dict:
     from plugins_app.runtime.engine.supervisor import local_supervisor
     from plugins_app.runtime.tables.hooks import HOOKS
     from plugins_app.runtime.web.chain import Handler, run_chain
+    from plugins_app.runtime.web.tier import tier_for
 
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {max(allowed)})   # the engine process inherits it: "per core" literally
     supervisor = local_supervisor(engines=1, lane=0)
-    pool = supervisor.tier()
+    pool = tier_for(supervisor.describe())
     try:
         handlers = []
         for i in range(3):

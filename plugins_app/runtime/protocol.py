@@ -109,6 +109,13 @@ class RunResult(TypedDict, total=False):
     lane: bool                  # ...and it is this account's own chain that keeps the engine busy
 
 
+class TierLayout(TypedDict):
+    """A supervisor's engines, as web processes find them (the tier.json in its directory)."""
+
+    engines: list[str]   # the shared engines' socket paths
+    lane: list[str]      # the lane engines' socket paths
+
+
 def result(request_id: Any, **fields: Any) -> bytes:
     return wire.dumps({"op": Op.RESULT.value, "id": request_id, **fields})
 

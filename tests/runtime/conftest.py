@@ -7,6 +7,7 @@ import pytest
 from plugins_app.runtime.engine.supervisor import Supervisor, local_supervisor
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.runtime.web.chain import Handler, run_chain
+from plugins_app.runtime.web.tier import tier_for
 
 _ids = itertools.count(1)
 
@@ -20,7 +21,7 @@ def supervisor():
 
 @pytest.fixture(scope="session")
 def pool(supervisor):
-    tier = supervisor.tier()
+    tier = tier_for(supervisor.describe())
     yield tier
     tier.shutdown()
 
@@ -50,7 +51,7 @@ INBOUND_CONTEXT = {"sessionId": "1", "channelId": None, "text": "hello", "mediaI
 
 def _supervised(tmp_path, lane: int):
     supervisor = Supervisor(tmp_path / "engines", engines=1, lane=lane).start()
-    tier = supervisor.tier()
+    tier = tier_for(supervisor.describe())
     yield supervisor, tier
     tier.shutdown()
     supervisor.stop()

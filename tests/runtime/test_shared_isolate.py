@@ -9,9 +9,9 @@ import threading
 import time
 from pathlib import Path
 
+from plugins_app.runtime.launch import PROJECT_ROOT
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.runtime.web.chain import run_chain
-from plugins_app.runtime.web.tier import PROJECT_ROOT
 
 from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
 
@@ -90,7 +90,7 @@ def test_an_accounts_compartments_are_reused_by_another_web_process(one_engine, 
     request = {"op": "run", "account": "shared", "hook": "systemPrompt", "context": PROMPT_CONTEXT,
                "budgetMs": 5000, "host": {"session": None, "workspace": False, "ssh": False},
                "handlers": [{"id": good.installation_id, "hash": good.code_hash}]}
-    script = ("import json, sys; from plugins_app.runtime.engine.supervisor import tier_from_directory;"
+    script = ("import json, sys; from plugins_app.runtime.web.tier import tier_from_directory;"
               f"print(json.dumps(tier_from_directory({str(supervisor.directory)!r}).request('shared', {request!r})))")
     out = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
     reply = json.loads(out.stdout.strip().splitlines()[-1])

@@ -21,6 +21,7 @@ from plugins_app.runtime.engine.bench import bench
 from plugins_app.runtime.engine.compiler import Compiler
 from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost, LoadCostIsolate
 from plugins_app.runtime.engine.run import DEMOTED_NICE, run_chain, start_attempt
+from plugins_app.runtime.launch import EngineArgs
 from plugins_app.runtime.protocol import CrashKind, Job, Op, RunResult, RunState
 from plugins_app.runtime.tables.members import UNCHARGED_MEMBERS
 
@@ -442,17 +443,16 @@ async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frame
 
 
 def main() -> None:
-    args = dict(arg.split("=", 1) for arg in sys.argv[1:])
+    args = EngineArgs.parse(sys.argv[1:])
     nice = int(os.environ.get("HUB_ENGINE_NICE", "0"))
     limits = protocol.Limits(**wire.loads(os.environ.get("HUB_ENGINE_LIMITS", "{}")))
     memory_mb = int(os.environ.get("HUB_ISOLATE_MEMORY_MB", protocol.DEFAULT_ISOLATE_MEMORY_MB))
     engine = Engine(memory_mb, limits, spare=os.environ.get("HUB_ENGINE_SPARE", "1") != "0", nice=nice)
-    listener = socket.socket(fileno=int(args["listen"])) if "listen" in args else None
-    conn = wire.Frames(int(args["conn"])) if "conn" in args else None
+    listener = socket.socket(fileno=args.listen) if args.listen is not None else None
+    conn = wire.Frames(args.conn) if args.conn is not None else None
     if conn is not None:
         os.set_blocking(conn.fileno(), True)
-    lifeline = int(args["lifeline"]) if "lifeline" in args else None
-    uvloop.run(serve(engine, listener, conn, lifeline))   # fewer wake-up costs per request than asyncio's own loop
+    uvloop.run(serve(engine, listener, conn, args.lifeline))   # fewer wake-up costs per request than asyncio's own loop
 
 
 if __name__ == "__main__":

@@ -9,12 +9,12 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
 
-from plugins_app.runtime.web.tier import PROJECT_ROOT, Tier
+from plugins_app.runtime.launch import EngineArgs
+from plugins_app.runtime.protocol import TierLayout
 
 logger = logging.getLogger(__name__)
 LANE_NICE = 10   # the lane's engine yields the CPU to the shared engines under load
@@ -36,10 +36,7 @@ class Slot:
         self.starts = 0
 
     def start(self, lifeline: int) -> None:
-        fd = self.listener.fileno()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "plugins_app.runtime.engine.process", f"listen={fd}", f"lifeline={lifeline}"],
-            pass_fds=[fd, lifeline], cwd=PROJECT_ROOT, env=self.env)
+        self.proc = EngineArgs(listen=self.listener.fileno(), lifeline=lifeline).start(self.env)
         self.starts += 1
 
     def stop(self) -> None:
@@ -80,10 +77,8 @@ class Supervisor:
                     logger.warning("hook engine %s exited (%s); starting another", slot.path.name, slot.proc.returncode)
                     slot.start(self._lifeline_r)
 
-    def tier(self, private_env: dict | None = None) -> Tier:
-        return Tier([str(s.path) for s in self.slots], [str(s.path) for s in self.lane_slots], private_env)
-
-    def describe(self) -> dict:
+    def describe(self) -> TierLayout:
+        """Its engines' sockets: what a web process connects to (web/tier.py's tier_for)."""
         return {"engines": [str(s.path) for s in self.slots], "lane": [str(s.path) for s in self.lane_slots]}
 
     def restarts(self) -> int:
@@ -105,12 +100,6 @@ class Supervisor:
             self.directory.rmdir()   # only when nothing else was left in it
         except OSError:
             pass
-
-
-def tier_from_directory(directory: str | Path) -> Tier:
-    """The tier a separate supervisor process serves (see main): its sockets, read from its map."""
-    layout = json.loads((Path(directory) / "tier.json").read_text())
-    return Tier(layout["engines"], layout["lane"])
 
 
 def local_supervisor(engines: int, lane: int = 1) -> Supervisor:

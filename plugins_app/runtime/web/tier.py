@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import zlib
 from collections import OrderedDict
@@ -16,9 +15,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from plugins_app.runtime import wire
-from plugins_app.runtime.protocol import CrashKind, Op
+from plugins_app.runtime.launch import EngineArgs
+from plugins_app.runtime.protocol import CrashKind, Op, TierLayout
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
 CONNECT_TIMEOUT_SECONDS = 30.0
 MAX_PRIVATE_ENGINES = 8
 MAX_SHIPPED = 100_000   # (account, installation, hash) this process remembers having sent
@@ -118,8 +117,7 @@ class PrivateEngine:
         parent, child = socket.socketpair()
         fd = child.detach()
         # No spare isolate: a private engine serves one short nested chain at a time.
-        self.proc = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.engine.process", f"conn={fd}"],
-                                     pass_fds=[fd], cwd=PROJECT_ROOT, env=dict(env, HUB_ENGINE_SPARE="0"))
+        self.proc = EngineArgs(conn=fd).start(dict(env, HUB_ENGINE_SPARE="0"))
         os.close(fd)
         self.link = EngineLink(wire.Frames(parent.detach()), self.proc.pid)
         if not self.link.readable.poll(CONNECT_TIMEOUT_SECONDS * 1000):
@@ -279,3 +277,14 @@ class Tier:
             idle, self._private_idle = self._private_idle, []
         for engine in idle:
             engine.kill()
+
+
+def tier_for(layout: TierLayout, private_env: dict | None = None) -> Tier:
+    """A tier over a supervisor's engines (engine/supervisor.py's describe())."""
+    return Tier(layout["engines"], layout["lane"], private_env)
+
+
+def tier_from_directory(directory: str | Path) -> Tier:
+    """The tier a supervisor in another process serves: its sockets, read from the tier.json it wrote."""
+    layout: TierLayout = json.loads((Path(directory) / "tier.json").read_text())
+    return tier_for(layout)

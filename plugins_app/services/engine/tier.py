@@ -8,9 +8,9 @@ from contextlib import AbstractContextManager
 
 from django.conf import settings
 
-from plugins_app.runtime.engine.supervisor import local_supervisor, tier_from_directory
+from plugins_app.runtime.engine.supervisor import local_supervisor
 from plugins_app.runtime.protocol import DEFAULT_LIMITS
-from plugins_app.runtime.web.tier import Tier
+from plugins_app.runtime.web.tier import Tier, tier_for, tier_from_directory
 
 _tier: Tier | None = None
 _lock = threading.Lock()
@@ -43,7 +43,7 @@ def get_tier() -> Tier:
             else:
                 supervisor = local_supervisor(settings.HUB_ENGINE_PROCESSES, settings.HUB_LANE_PROCESSES)
                 atexit.register(supervisor.stop)
-                _tier = supervisor.tier()
+                _tier = tier_for(supervisor.describe())
             _tier.waiting = _waiting
         return _tier
 
