@@ -1,4 +1,4 @@
-"""Production settings: `manage.py check --deploy` reports only what README's production section explains."""
+"""Production settings: `manage.py check --deploy` reports only what docs/production.md's settings section explains."""
 
 import os
 import re
@@ -23,9 +23,9 @@ def manage(*args: str, **env: str) -> str:
 
 
 def explained_checks() -> set[str]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Production settings", 1)[1]
-    section = re.split(r"^#{1,3} ", section, maxsplit=1, flags=re.M)[0]
+    page = (ROOT / "docs" / "production.md").read_text()
+    section = page.split("## Production settings", 1)[1]
+    section = re.split(r"^#{1,2} ", section, maxsplit=1, flags=re.M)[0]
     return set(re.findall(r"security\.[EW]\d+", section))
 
 
