@@ -8,6 +8,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from plugins_app.runtime.config import EngineConfig
+
 # A request waiting on an engine holds a thread, not a whole worker: a slow or runaway plugin
 # can't occupy the workers every other account needs.
 worker_class = "gthread"
@@ -22,16 +24,16 @@ def on_starting(server):
     """Start the machine's engine tier before any worker: every worker connects to the same
     engines, so an account's compartments are warm once per machine, not once per worker."""
     global _tier, _tier_dir
+    # Checked before anything starts: a bad value stops gunicorn here, with the variable's name.
+    config = EngineConfig.from_env(os.environ, default_processes=len(os.sched_getaffinity(0)))
     _prepare_metrics_dir()
     if os.environ.get("HUB_ENGINE_DIR"):   # the operator runs the tier as a service of its own
         return
     directory = _tier_dir = tempfile.mkdtemp(prefix="hub-engines-")
-    # HOOK_*: the variables' old names (deprecated; middleware_hub/settings.py warns about them).
-    engines = os.environ.get("HUB_ENGINE_PROCESSES") or os.environ.get("HOOK_ENGINE_PROCESSES") \
-        or str(len(os.sched_getaffinity(0)))
-    lane = os.environ.get("HUB_LANE_PROCESSES") or os.environ.get("HOOK_LANE_PROCESSES") or "1"
     _tier = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.engine.supervisor", directory,
-                              "--engines", engines, "--lane", lane], cwd=Path(__file__).resolve().parent)
+                              "--engines", str(config.processes), "--lane", str(config.lane_processes),
+                              "--isolate-memory-mb", str(config.isolate_memory_mb)],
+                             cwd=Path(__file__).resolve().parent)
     layout = Path(directory) / "tier.json"
     deadline = time.monotonic() + 30
     while not layout.exists():
@@ -39,7 +41,8 @@ def on_starting(server):
             raise RuntimeError("the hook engine tier did not start")
         time.sleep(0.05)
     os.environ["HUB_ENGINE_DIR"] = directory
-    server.log.info("hook engine tier: %s engines and %s lane engine(s) in %s", engines, lane, directory)
+    server.log.info("hook engine tier: %s engines and %s lane engine(s) in %s", config.processes,
+                    config.lane_processes, directory)
 
 
 def _prepare_metrics_dir():

@@ -1,10 +1,11 @@
 """Django settings for Middleware Hub; everything deployment-specific comes from the environment."""
 import os
-import warnings
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from plugins_app.runtime.config import EngineConfig
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # HUB_VAR_DIR moves the SQLite file and the file-system broker (tests run a whole dev hub in a temp dir).
@@ -21,14 +22,6 @@ def env_bool(name, default):
     if value is None or value.strip() == "":
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_renamed(name, old_name, default):
-    """`name`'s value; the variable's old name still works for one release, with a warning."""
-    if name not in os.environ and old_name in os.environ:
-        warnings.warn(f"{old_name} is deprecated: set {name} instead", DeprecationWarning, stacklevel=2)
-        return os.environ[old_name]
-    return os.environ.get(name, default)
 
 
 def env_list(name, default):
@@ -227,20 +220,14 @@ HUB_DELIVERY_BACKOFF_MAX_SECONDS = int(env("HUB_DELIVERY_BACKOFF_MAX_SECONDS", 3
 # development server (DEBUG) allows loopback unless the variable is set.
 HUB_PLATFORM_ALLOWED_HOSTS = env_list("HUB_PLATFORM_ALLOWED_HOSTS", ["127.0.0.0/8", "::1"] if DEBUG else [])
 
-# Hook engine (plugins_app.runtime). Every hub setting is HUB_*; the engine's were HOOK_*, and
-# those variables still work (with a DeprecationWarning) until the next release.
-HUB_ENGINE_PROCESSES = int(env_renamed("HUB_ENGINE_PROCESSES", "HOOK_ENGINE_PROCESSES", 2))
-# Engines that run suspect or CPU-heavy installations, at a lower CPU priority.
-HUB_LANE_PROCESSES = int(env_renamed("HUB_LANE_PROCESSES", "HOOK_LANE_PROCESSES", 1))
-# Heap limit of each engine's isolate, which every account routed to that engine shares.
-HUB_ISOLATE_MEMORY_MB = int(env_renamed("HUB_ISOLATE_MEMORY_MB", "HOOK_ISOLATE_MEMORY_MB", 256))
-# Wall-clock budget of one handler; the spec's 5 s (tests shorten it to exercise timeouts quickly).
-HUB_BUDGET_MS = int(env_renamed("HUB_BUDGET_MS", "HOOK_BUDGET_MS", 5000))
-# The old setting names, for code that still reads them (same values; read the HUB_ names).
-HOOK_ENGINE_PROCESSES = HUB_ENGINE_PROCESSES
-HOOK_LANE_PROCESSES = HUB_LANE_PROCESSES
-HOOK_ISOLATE_MEMORY_MB = HUB_ISOLATE_MEMORY_MB
-HOOK_BUDGET_MS = HUB_BUDGET_MS
+# Hook engine: plugins_app.runtime.config.EngineConfig reads and checks its variables (each field
+# says what it does), as gunicorn.conf.py and the engine supervisor do. Code reads these four
+# settings, which tests override; the config itself is not a setting, so nothing reads a stale copy.
+_engine = EngineConfig.from_env(os.environ)
+HUB_ENGINE_PROCESSES = _engine.processes          # a process's own engines (gunicorn's tier: one per core)
+HUB_LANE_PROCESSES = _engine.lane_processes
+HUB_ISOLATE_MEMORY_MB = _engine.isolate_memory_mb
+HUB_BUDGET_MS = _engine.budget_ms
 # Usage metering is buffered and written every N seconds (0 writes on every call).
 HUB_METERING_FLUSH_SECONDS = float(env("HUB_METERING_FLUSH_SECONDS", 2))
 

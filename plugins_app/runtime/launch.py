@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]   # engines start here, where plugins_app is importable
@@ -15,17 +15,23 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]   # engines start here, where
 class EngineArgs:
     """An engine process's command line: `name=value` arguments after the module's name."""
 
+    memory_mb: int                # its isolates' heap limit (EngineConfig.isolate_memory_mb)
     listen: int | None = None     # a listening socket's descriptor: serve every connection (a supervisor's engine)
     conn: int | None = None       # a connected socket's descriptor: serve it, exit when it closes (a private engine)
     lifeline: int | None = None   # the supervisor's pipe: the engine exits when it closes
+    nice: int = 0                 # added to its isolates' threads' nice value (the lane's engines)
+    spare: bool = True            # keep a spare isolate started, to take a replaced one's place at once
 
     def argv(self) -> list[str]:
-        return [f"{f.name}={value}" for f in fields(self) if (value := getattr(self, f.name)) is not None]
+        given = {"memory_mb": self.memory_mb, "listen": self.listen, "conn": self.conn,
+                 "lifeline": self.lifeline, "nice": self.nice, "spare": int(self.spare)}
+        return [f"{name}={value}" for name, value in given.items() if value is not None]
 
     @classmethod
     def parse(cls, argv: list[str]) -> EngineArgs:
-        given = dict(arg.split("=", 1) for arg in argv)
-        return cls(**{f.name: int(given[f.name]) for f in fields(cls) if f.name in given})
+        given = {name: int(value) for name, value in (arg.split("=", 1) for arg in argv)}
+        return cls(memory_mb=given["memory_mb"], listen=given.get("listen"), conn=given.get("conn"),
+                   lifeline=given.get("lifeline"), nice=given.get("nice", 0), spare=given.get("spare", 1) != 0)
 
     def start(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
         """The engine process, given the descriptors named here."""

@@ -47,9 +47,7 @@ class Limits:
         return json.dumps(asdict(self))
 
 
-DEFAULT_LIMITS = Limits()
-DEFAULT_BUDGET_MS = 5000           # the spec's 5 s per handler
-DEFAULT_ISOLATE_MEMORY_MB = 256    # heap limit of one engine's shared isolate
+DEFAULT_LIMITS = Limits()   # no operator tunes these: every engine enforces them
 
 
 class HostPlan(TypedDict):
@@ -112,8 +110,9 @@ class RunResult(TypedDict, total=False):
 class TierLayout(TypedDict):
     """A supervisor's engines, as web processes find them (the tier.json in its directory)."""
 
-    engines: list[str]   # the shared engines' socket paths
-    lane: list[str]      # the lane engines' socket paths
+    engines: list[str]     # the shared engines' socket paths
+    lane: list[str]        # the lane engines' socket paths
+    isolateMemoryMb: int   # their isolates' heap limit, which a web process's private engines take too
 
 
 def result(request_id: Any, **fields: Any) -> bytes:

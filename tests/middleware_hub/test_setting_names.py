@@ -1,4 +1,4 @@
-"""Engine settings are HUB_*; their old HOOK_* variable names still work for a release, with a warning."""
+"""The engine's settings are read from their HUB_* variables once, checked at start; the old HOOK_* names are gone."""
 
 import json
 import os
@@ -6,32 +6,54 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
-READ = ("import json, warnings; warnings.simplefilter('always');"
-        "from django.conf import settings; import django; django.setup();"
-        "print(json.dumps([settings.HUB_BUDGET_MS, settings.HUB_ENGINE_PROCESSES, settings.HOOK_BUDGET_MS]))")
+READ = ("import json; from django.conf import settings; import django; django.setup();"
+        "print(json.dumps([settings.HUB_BUDGET_MS, settings.HUB_ENGINE_PROCESSES, settings.HUB_LANE_PROCESSES,"
+        " settings.HUB_ISOLATE_MEMORY_MB, [n for n in dir(settings) if n.startswith('HOOK_')]]))")
 
 
-def read_settings(**env: str) -> tuple[list[int], str]:
+def start_django(**env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("HUB_", "HOOK_"))}
-    result = subprocess.run([sys.executable, "-c", READ], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                            env={**clean, "DJANGO_SETTINGS_MODULE": "middleware_hub.settings", **env})
+    return subprocess.run([sys.executable, "-c", READ], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**clean, "DJANGO_SETTINGS_MODULE": "middleware_hub.settings", **env})
+
+
+def read_settings(**env: str) -> list:
+    result = start_django(**env)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_the_new_names_are_read_without_a_warning():
-    values, stderr = read_settings(HUB_BUDGET_MS="1234", HUB_ENGINE_PROCESSES="3")
-    assert values == [1234, 3, 1234]
-    assert "deprecated" not in stderr
+def test_the_engine_settings_are_read_from_their_variables():
+    assert read_settings(HUB_BUDGET_MS="1234", HUB_ENGINE_PROCESSES="3", HUB_LANE_PROCESSES="0",
+                         HUB_ISOLATE_MEMORY_MB="128") == [1234, 3, 0, 128, []]
 
 
-def test_an_old_name_still_works_and_says_which_name_replaces_it():
-    values, stderr = read_settings(HOOK_BUDGET_MS="777")
-    assert values == [777, 2, 777]
-    assert "HOOK_BUDGET_MS is deprecated: set HUB_BUDGET_MS instead" in stderr
+def test_the_old_hook_names_are_no_longer_read():
+    values = read_settings(HOOK_BUDGET_MS="777", HOOK_ENGINE_PROCESSES="9", HOOK_LANE_PROCESSES="4",
+                           HOOK_ISOLATE_MEMORY_MB="64")
+    assert values == [5000, 2, 1, 256, []]   # the defaults, and no HOOK_* setting
 
 
-def test_the_new_name_wins_over_the_old_one():
-    values, stderr = read_settings(HUB_BUDGET_MS="1000", HOOK_BUDGET_MS="9")
-    assert values[0] == 1000 and "deprecated" not in stderr
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("HUB_BUDGET_MS", "5s", "HUB_BUDGET_MS must be a whole number, not '5s'"),
+    ("HUB_ENGINE_PROCESSES", "0", "HUB_ENGINE_PROCESSES must be 1 or more, not 0"),
+    ("HUB_LANE_PROCESSES", "-1", "HUB_LANE_PROCESSES must be 0 or more, not -1"),
+    ("HUB_ISOLATE_MEMORY_MB", "256MB", "HUB_ISOLATE_MEMORY_MB must be a whole number, not '256MB'"),
+])
+def test_a_bad_engine_value_stops_the_start_naming_the_variable(name, value, message):
+    result = start_django(**{name: value})
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_gunicorn_refuses_a_bad_engine_value_before_it_starts_anything():
+    # gunicorn.conf.py's on_starting reads the same config before it starts the engine tier or a worker.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("HUB_", "HOOK_"))}
+    result = subprocess.run([sys.executable, "-m", "gunicorn", "middleware_hub.wsgi", "-b", "127.0.0.1:0"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env={**clean, "HUB_LANE_PROCESSES": "some"})
+    assert result.returncode != 0
+    assert "HUB_LANE_PROCESSES must be a whole number, not 'some'" in result.stderr

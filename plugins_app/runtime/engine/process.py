@@ -444,10 +444,7 @@ async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frame
 
 def main() -> None:
     args = EngineArgs.parse(sys.argv[1:])
-    nice = int(os.environ.get("HUB_ENGINE_NICE", "0"))
-    limits = protocol.Limits(**wire.loads(os.environ.get("HUB_ENGINE_LIMITS", "{}")))
-    memory_mb = int(os.environ.get("HUB_ISOLATE_MEMORY_MB", protocol.DEFAULT_ISOLATE_MEMORY_MB))
-    engine = Engine(memory_mb, limits, spare=os.environ.get("HUB_ENGINE_SPARE", "1") != "0", nice=nice)
+    engine = Engine(args.memory_mb, protocol.DEFAULT_LIMITS, spare=args.spare, nice=args.nice)
     listener = socket.socket(fileno=args.listen) if args.listen is not None else None
     conn = wire.Frames(args.conn) if args.conn is not None else None
     if conn is not None:

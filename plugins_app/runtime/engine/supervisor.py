@@ -13,6 +13,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from plugins_app.runtime.config import DEFAULT_ISOLATE_MEMORY_MB, EngineConfig, EngineConfigError
 from plugins_app.runtime.launch import EngineArgs
 from plugins_app.runtime.protocol import TierLayout
 
@@ -24,19 +25,21 @@ class Slot:
     """One engine's place: its listening socket outlives the processes that serve it, so a web
     process that connects while an engine is being replaced just waits in the backlog."""
 
-    def __init__(self, path: Path, env: dict):
+    def __init__(self, path: Path, env: dict[str, str], memory_mb: int, nice: int = 0):
         self.path = path
         self.env = env
+        self.memory_mb, self.nice = memory_mb, nice
         if path.exists():
             path.unlink()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(path))
         self.listener.listen(256)
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self, lifeline: int) -> None:
-        self.proc = EngineArgs(listen=self.listener.fileno(), lifeline=lifeline).start(self.env)
+        self.proc = EngineArgs(self.memory_mb, listen=self.listener.fileno(), lifeline=lifeline,
+                               nice=self.nice).start(self.env)
         self.starts += 1
 
     def stop(self) -> None:
@@ -48,12 +51,14 @@ class Slot:
 class Supervisor:
     """`engines` shared engines and `lane` lower-priority ones, each restarted when it exits."""
 
-    def __init__(self, directory: str | Path, engines: int = 2, lane: int = 1, env: dict | None = None):
+    def __init__(self, directory: str | Path, engines: int = 2, lane: int = 1, env: dict[str, str] | None = None,
+                 memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.memory_mb = memory_mb
         base = dict(env if env is not None else os.environ)
-        self.slots = [Slot(self.directory / f"engine-{i}.sock", base) for i in range(max(1, engines))]
-        self.lane_slots = [Slot(self.directory / f"lane-{i}.sock", dict(base, HUB_ENGINE_NICE=str(LANE_NICE)))
+        self.slots = [Slot(self.directory / f"engine-{i}.sock", base, memory_mb) for i in range(max(1, engines))]
+        self.lane_slots = [Slot(self.directory / f"lane-{i}.sock", base, memory_mb, nice=LANE_NICE)
                            for i in range(lane)]
         self._lifeline_r, self._lifeline_w = os.pipe()   # engines exit when this process is gone
         self._stopping = threading.Event()
@@ -79,7 +84,8 @@ class Supervisor:
 
     def describe(self) -> TierLayout:
         """Its engines' sockets: what a web process connects to (web/tier.py's tier_for)."""
-        return {"engines": [str(s.path) for s in self.slots], "lane": [str(s.path) for s in self.lane_slots]}
+        return {"engines": [str(s.path) for s in self.slots], "lane": [str(s.path) for s in self.lane_slots],
+                "isolateMemoryMb": self.memory_mb}
 
     def restarts(self) -> int:
         return sum(s.starts - 1 for s in self.all_slots)
@@ -102,20 +108,26 @@ class Supervisor:
             pass
 
 
-def local_supervisor(engines: int, lane: int = 1) -> Supervisor:
+def local_supervisor(engines: int, lane: int = 1, memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB) -> Supervisor:
     """A supervisor inside this process, on sockets in a private directory (tests, runserver, Celery)."""
-    return Supervisor(tempfile.mkdtemp(prefix="hub-engines-"), engines, lane).start()
+    return Supervisor(tempfile.mkdtemp(prefix="hub-engines-"), engines, lane, memory_mb=memory_mb).start()
 
 
 def main() -> None:
+    """A machine's tier as a process of its own: gunicorn.conf.py starts one with its configuration's
+    values; an operator may run one apart (HUB_ENGINE_DIR), its defaults read from the environment."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("directory")
-    parser.add_argument("--engines", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--lane", type=int, default=1)
+    try:
+        config = EngineConfig.from_env(os.environ, default_processes=os.cpu_count() or 2)
+    except EngineConfigError as exc:
+        parser.error(str(exc))
+    parser.add_argument("--engines", type=int, default=config.processes)
+    parser.add_argument("--lane", type=int, default=config.lane_processes)
+    parser.add_argument("--isolate-memory-mb", type=int, default=config.isolate_memory_mb)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="[engines] %(message)s")
-    os.environ.setdefault("HUB_ISOLATE_MEMORY_MB", os.environ.get("HOOK_ISOLATE_MEMORY_MB", "256"))
-    supervisor = Supervisor(args.directory, args.engines, args.lane).start()
+    supervisor = Supervisor(args.directory, args.engines, args.lane, memory_mb=args.isolate_memory_mb).start()
     layout = Path(args.directory) / "tier.json"
     layout.write_text(json.dumps(supervisor.describe()))
     stop = threading.Event()

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from plugins_app.runtime.protocol import DEFAULT_BUDGET_MS, CrashKind, HostPlan, Op, RunRequest, RunResult
+from plugins_app.runtime.config import DEFAULT_BUDGET_MS
+from plugins_app.runtime.protocol import CrashKind, HostPlan, Op, RunRequest, RunResult
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.tables.members import OFFERED_BY
 from plugins_app.runtime.web.tier import EngineDown, Tier

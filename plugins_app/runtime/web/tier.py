@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from plugins_app.runtime import wire
+from plugins_app.runtime.config import DEFAULT_ISOLATE_MEMORY_MB
 from plugins_app.runtime.launch import EngineArgs
 from plugins_app.runtime.protocol import CrashKind, Op, TierLayout
 
@@ -113,11 +114,11 @@ class PrivateEngine:
     """An engine of this process's own over a socket pair: for a chain started from inside another
     chain's host call, which must not wait on an engine its own caller holds."""
 
-    def __init__(self, env: dict):
+    def __init__(self, env: dict[str, str], memory_mb: int):
         parent, child = socket.socketpair()
         fd = child.detach()
         # No spare isolate: a private engine serves one short nested chain at a time.
-        self.proc = EngineArgs(conn=fd).start(dict(env, HUB_ENGINE_SPARE="0"))
+        self.proc = EngineArgs(memory_mb, conn=fd, spare=False).start(env)
         os.close(fd)
         self.link = EngineLink(wire.Frames(parent.detach()), self.proc.pid)
         if not self.link.readable.poll(CONNECT_TIMEOUT_SECONDS * 1000):
@@ -141,9 +142,10 @@ class Tier:
     there), the next one when that is busy, and the lane's when its installations are suspect or
     its own chain is what keeps an engine busy."""
 
-    def __init__(self, engines: list[str], lane: list[str], private_env: dict | None = None,
-                 waiting: Waiting | None = None):
+    def __init__(self, engines: list[str], lane: list[str], private_env: dict[str, str] | None = None,
+                 waiting: Waiting | None = None, isolate_memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB):
         self.engines = engines
+        self.isolate_memory_mb = isolate_memory_mb   # a private engine's, as the machine's engines have
         self.waiting = waiting   # lets the web process give this thread's CPU turn away meanwhile
         self.lane = lane or engines
         self.private_env = private_env if private_env is not None else dict(os.environ)
@@ -241,7 +243,7 @@ class Tier:
                 raise PoolExhausted(f"all {MAX_PRIVATE_ENGINES} engines for nested chains are busy")
             self.private_count += 1
         try:
-            return PrivateEngine(self.private_env)
+            return PrivateEngine(self.private_env, self.isolate_memory_mb)
         except BaseException:
             with self._private_lock:
                 self.private_count -= 1
@@ -279,9 +281,9 @@ class Tier:
             engine.kill()
 
 
-def tier_for(layout: TierLayout, private_env: dict | None = None) -> Tier:
+def tier_for(layout: TierLayout, private_env: dict[str, str] | None = None) -> Tier:
     """A tier over a supervisor's engines (engine/supervisor.py's describe())."""
-    return Tier(layout["engines"], layout["lane"], private_env)
+    return Tier(layout["engines"], layout["lane"], private_env, isolate_memory_mb=layout["isolateMemoryMb"])
 
 
 def tier_from_directory(directory: str | Path) -> Tier:

@@ -9,7 +9,6 @@ from contextlib import AbstractContextManager
 from django.conf import settings
 
 from plugins_app.runtime.engine.supervisor import local_supervisor
-from plugins_app.runtime.protocol import DEFAULT_LIMITS
 from plugins_app.runtime.web.tier import Tier, tier_for, tier_from_directory
 
 _tier: Tier | None = None
@@ -35,13 +34,12 @@ def get_tier() -> Tier:
     global _tier
     with _lock:
         if _tier is None:
-            os.environ.setdefault("HUB_ISOLATE_MEMORY_MB", str(settings.HUB_ISOLATE_MEMORY_MB))
-            os.environ.setdefault("HUB_ENGINE_LIMITS", DEFAULT_LIMITS.as_json())
             directory = os.environ.get("HUB_ENGINE_DIR")
             if directory:
                 _tier = tier_from_directory(directory)
             else:
-                supervisor = local_supervisor(settings.HUB_ENGINE_PROCESSES, settings.HUB_LANE_PROCESSES)
+                supervisor = local_supervisor(settings.HUB_ENGINE_PROCESSES, settings.HUB_LANE_PROCESSES,
+                                              memory_mb=settings.HUB_ISOLATE_MEMORY_MB)
                 atexit.register(supervisor.stop)
                 _tier = tier_for(supervisor.describe())
             _tier.waiting = _waiting

@@ -1,0 +1,54 @@
+"""The hook engine's operator settings, typed and checked once where a process starts: Django's
+settings, gunicorn.conf.py and the engine supervisor all read them through EngineConfig.from_env."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DEFAULT_PROCESSES = 2            # shared engines, unless the starter knows better (gunicorn: one per core)
+DEFAULT_LANE_PROCESSES = 1
+DEFAULT_ISOLATE_MEMORY_MB = 256
+DEFAULT_BUDGET_MS = 5000         # the spec's 5 s per handler
+
+
+class EngineConfigError(ValueError):
+    """An engine variable whose value can't be used; the message names it and says what would do."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """HUB_ENGINE_DIR is not here: it is where a running tier is, not a choice (gunicorn.conf.py sets
+    it for its workers once the tier it starts is up; an operator sets it for a tier run apart)."""
+
+    # HUB_ENGINE_PROCESSES: the machine's shared engines.
+    processes: int = DEFAULT_PROCESSES
+    # HUB_LANE_PROCESSES: engines for suspect and CPU-heavy installations, at a lower CPU priority
+    # (0: those run on the shared engines).
+    lane_processes: int = DEFAULT_LANE_PROCESSES
+    # HUB_ISOLATE_MEMORY_MB: heap limit of each engine's isolate, which every account routed there shares.
+    isolate_memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB
+    # HUB_BUDGET_MS: wall-clock budget of one handler (tests shorten it to exercise timeouts quickly).
+    budget_ms: int = DEFAULT_BUDGET_MS
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], *, default_processes: int = DEFAULT_PROCESSES) -> EngineConfig:
+        """The variables' values (an unset or empty one takes its default); EngineConfigError names
+        the first variable whose value is not a whole number in range."""
+        return cls(processes=_whole(environ, "HUB_ENGINE_PROCESSES", default_processes, minimum=1),
+                   lane_processes=_whole(environ, "HUB_LANE_PROCESSES", DEFAULT_LANE_PROCESSES, minimum=0),
+                   isolate_memory_mb=_whole(environ, "HUB_ISOLATE_MEMORY_MB", DEFAULT_ISOLATE_MEMORY_MB, minimum=1),
+                   budget_ms=_whole(environ, "HUB_BUDGET_MS", DEFAULT_BUDGET_MS, minimum=1))
+
+
+def _whole(environ: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    raw = (environ.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise EngineConfigError(f"{name} must be a whole number, not {raw!r}") from None
+    if value < minimum:
+        raise EngineConfigError(f"{name} must be {minimum} or more, not {value}")
+    return value
