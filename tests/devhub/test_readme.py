@@ -1,5 +1,6 @@
 """README's API walk-through, run as written with bash against a hub started as `make run` starts it
-(demo data loaded first), with every curl answer recorded and checked."""
+(demo data loaded first), with every curl answer recorded and checked; and README stays a page a
+newcomer reads in five minutes, its links and docs/'s reaching what they name."""
 
 import json
 import re
@@ -11,7 +12,8 @@ import pytest
 
 from .support import ROOT, DevHub, hub_env, prepare
 
-pytestmark = [pytest.mark.slow]
+README_LIMIT_BYTES = 12 * 1024
+LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 RECORDING_CURL = """#!/usr/bin/env bash
 # Records each call (arguments, answer headers, body) for the test, and answers as curl does.
@@ -67,6 +69,7 @@ def json_of(call):
     return json.loads(call["body"])
 
 
+@pytest.mark.slow
 def test_the_walk_through_runs_as_written_and_every_answer_is_right(served_hub, tmp_path):
     calls = run_walk_through(served_hub, tmp_path)
     assert [(c["method"], c["path"].split("?")[0], c["status"]) for c in calls] == [
@@ -105,3 +108,31 @@ def test_the_walk_through_runs_as_written_and_every_answer_is_right(served_hub, 
     assert calls[8]["body"] == "204"   # the -w '%{http_code}' the README asks for
     for listing in calls[9:]:
         assert isinstance(json_of(listing), dict)
+
+
+def test_readme_stays_short():
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= README_LIMIT_BYTES, f"README.md is {size} bytes; move detail to docs/ (limit {README_LIMIT_BYTES})"
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page) -> set[str]:
+    return {slug(line.lstrip("#")) for line in page.read_text().splitlines() if re.match(r"#{1,6} ", line)}
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))],
+                         ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_relative_link_reaches_its_file_and_heading(page):
+    broken = []
+    for target in LINK.findall(page.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue   # http(s), mailto
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in anchors(linked)):
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: {broken}"
