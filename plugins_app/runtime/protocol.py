@@ -49,11 +49,13 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()   # no operator tunes these: every engine enforces them
 
+JsonObject = dict[str, Any]   # a JSON object as wire.loads gives it: a hook's context, a decoded frame
+
 
 class HostPlan(TypedDict):
     """Which optional host members an invocation gets."""
 
-    session: dict | None
+    session: JsonObject | None   # {"id", "agentId", "kind"} when host.session is offered
     workspace: bool
     ssh: bool
 
@@ -68,12 +70,12 @@ class RunRequest(TypedDict, total=False):
     id: int
     account: str
     hook: str
-    context: dict
+    context: JsonObject
     budgetMs: int
     host: HostPlan
     traceValues: bool
     handlers: list[HandlerRef]
-    code: dict[str, dict]   # installation id -> {"hash", "code", "config"}: sent when the engine misses it
+    code: dict[str, JsonObject]   # installation id -> {"hash", "code", "config"}: sent when the engine misses it
     wait: bool              # queue even when the engine is busy (no other engine could take it)
 
 
@@ -83,21 +85,21 @@ class TraceEntry(TypedDict, total=False):
     changed: bool
     durationMs: float
     warning: str | None
-    logs: list
+    logs: list[JsonObject]  # {"level", "message", "at"}
     logsDropped: int
     hostCalls: int
     crash: str              # a CrashKind value when the handler cost its isolate
-    context: dict           # the value after this handler (traceValues only)
+    context: JsonObject     # the value after this handler (traceValues only)
 
 
 class RunResult(TypedDict, total=False):
-    """An engine's answer to RUN: exactly one of done / missing / loadError / busy."""
+    """An engine's answer to RUN: exactly one of done / missing / loadError / busy / fatal."""
 
     op: str
     id: int
     done: bool
-    context: dict
-    cancellation: dict | None   # {"index", "reason"}
+    context: JsonObject
+    cancellation: JsonObject | None   # {"index", "reason"}
     trace: list[TraceEntry]
     missing: list[str]          # installation ids whose code the engine needs
     loadError: str
@@ -105,6 +107,9 @@ class RunResult(TypedDict, total=False):
     loadCulprit: str            # ...and the installation whose code did it
     busy: bool                  # refused without running: try another engine
     lane: bool                  # ...and it is this account's own chain that keeps the engine busy
+    holder: str | None          # ...or this handler is holding the engine in another call of this account
+    fatal: str                  # the engine failed, not a handler (a CrashKind value or an exception's name)
+    answeredEarly: bool         # inside the engine only: the isolate's thread has sent the answer already
 
 
 class TierLayout(TypedDict):
@@ -126,7 +131,7 @@ class Peer(Protocol):
 
     conn: wire.Frames
 
-    def send(self, message: dict[str, Any] | bytes) -> None: ...
+    def send(self, message: JsonObject | bytes) -> None: ...
 
 
 @dataclass
@@ -134,7 +139,7 @@ class Job:
     """One RUN or BENCH request an engine has taken in, until it is answered."""
 
     client: Peer
-    message: dict[str, Any]
+    message: JsonObject   # the request as it arrived (a RunRequest; BENCH adds "n")
     started: float = 0.0
     started_state: RunState | None = None   # set while its chain, started on arrival, awaits the work loop
     watch: asyncio.TimerHandle | None = None   # ...which looks at it by then at the latest

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import Protocol
 
 from plugins_app.runtime.engine.isolate import Isolate
-from plugins_app.runtime.protocol import Job, RunResult, RunState
+from plugins_app.runtime.protocol import Job, JsonObject, RunResult, RunState
 
 
 class EngineSide(Protocol):
@@ -24,7 +24,7 @@ class EngineSide(Protocol):
         """Close the isolate, stopping whatever runs in it; the spare takes its place."""
         ...
 
-    def remember(self, account: str, code: dict[str, dict[str, Any]]) -> None:
+    def remember(self, account: str, code: dict[str, JsonObject]) -> None:
         """Keep code the web process sent (installation id -> {"hash", "code", "config"})."""
         ...
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from typing import cast
 
 from py_mini_racer import MiniRacer
 from py_mini_racer._exc import JSEvalException
 
 from plugins_app.runtime.engine import jsassets
 from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
-from plugins_app.runtime.protocol import Limits
+from plugins_app.runtime.protocol import JsonObject, Limits
 
 
 class Compiler:
@@ -24,14 +25,14 @@ class Compiler:
         self.probe: Isolate | None = None
         self.lock = asyncio.Lock()
 
-    async def compile(self, req: dict) -> dict:
+    async def compile(self, req: JsonObject) -> JsonObject:
         async with self.lock:
             transpiled = await self._transpile(req)
             if transpiled["errors"]:
                 return {"errors": transpiled["errors"]}
             return await self._probe(transpiled)
 
-    async def _transpile(self, req: dict) -> dict:
+    async def _transpile(self, req: JsonObject) -> JsonObject:
         if self.typescript is None:
             self.typescript = MiniRacer()
             await asyncio.wait_for(self.typescript.eval_cancelable(jsassets.typescript_source()), 30)
@@ -42,17 +43,18 @@ class Compiler:
                 f"__compile({json.dumps(req['source'])}, {json.dumps(file_name)})"), 10)
         except TimeoutError:
             return {"errors": [_error("the source took too long to parse")]}
-        return json.loads(raw)
+        transpiled: JsonObject = json.loads(cast(str, raw))   # compiler.js answers JSON text
+        return transpiled
 
-    async def _probe(self, transpiled: dict) -> dict:
+    async def _probe(self, transpiled: JsonObject) -> JsonObject:
         code = transpiled["code"]
         if self.probe is None:
             self.probe = await Isolate(self.memory_mb, self.limits, _no_host).start()
         probe_id = "probe-" + hashlib.sha256(code.encode()).hexdigest()[:16]
         try:
             installation = json.dumps(["probe", probe_id, "probe", code, {}])
-            hooks = json.loads(await self.probe.eval(f"__hub.load.call({json.dumps(installation)})",
-                                                     LOAD_TIMEOUT_SECONDS))
+            hooks = json.loads(cast(str, await self.probe.eval(   # __hub.load answers JSON text
+                f"__hub.load.call({json.dumps(installation)})", LOAD_TIMEOUT_SECONDS)))
             await self.probe.eval(f"__hub.unload('probe', {json.dumps(probe_id)}); 1", LOAD_TIMEOUT_SECONDS)
         except TimeoutError:
             await self._drop_probe()
@@ -76,15 +78,15 @@ class Compiler:
             await probe.close()   # closing stops runaway work too
 
 
-async def _no_host(raw) -> str:
+async def _no_host(raw: str) -> str:
     return json.dumps({"ok": False, "value": None, "error": "host members are not available at load time"})
 
 
-def _error(message: str) -> dict:
+def _error(message: str) -> JsonObject:
     return {"message": message, "line": 1, "column": 1}
 
 
-def _load_error(exc: JSEvalException) -> dict:
+def _load_error(exc: JSEvalException) -> JsonObject:
     text = str(exc)
     first = text.splitlines()[0] if text else "error"
     # V8 reports "<anonymous>:LINE: Message" for top-level failures; keep the position.

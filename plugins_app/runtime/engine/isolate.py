@@ -9,14 +9,15 @@ import os
 import struct
 import threading
 from collections.abc import Awaitable, Callable
+from typing import cast
 
-from py_mini_racer import MiniRacer
+from py_mini_racer import JSFunction, JSMappedObject, MiniRacer, PythonJSConvertedTypes
 from py_mini_racer._exc import JSOOMException
 
 from plugins_app.runtime import wire
 from plugins_app.runtime.engine import jsassets
 from plugins_app.runtime.engine.v8_queue import EvalQueue
-from plugins_app.runtime.protocol import Limits
+from plugins_app.runtime.protocol import HandlerRef, JsonObject, Limits
 from plugins_app.runtime.tables.hooks import HOOKS
 
 _HEADER = struct.Struct("<4id")   # the harness's progress header: seq, index, checkpoint length/index, started
@@ -31,7 +32,7 @@ class IsolateLost(Exception):
         super().__init__(kind)
         self.kind = kind
         self.index = 0                      # the handler of the batch that was running
-        self.checkpoint: dict | None = None  # the chain's {context, trace} before it
+        self.checkpoint: JsonObject | None = None  # the chain's {context, trace} before it
 
 
 class LoadCostIsolate(Exception):
@@ -43,7 +44,7 @@ class LoadCostIsolate(Exception):
 
 
 def hook_table_json() -> str:
-    table = {}
+    table: JsonObject = {}
     for spec in HOOKS.values():
         table[spec.name] = {
             "mutable": list(spec.mutable),
@@ -66,7 +67,9 @@ class Isolate:
         self.queue: EvalQueue | None = None
         self.stack = contextlib.AsyncExitStack()
         self._progress: memoryview | None = None
-        self.run_chain_fn = self.poll_fn = self.load_fn = None   # __hub.run, __hub.poll and __hub.load
+        self.run_chain_fn: JSFunction | None = None   # __hub.run
+        self.poll_fn: JSFunction | None = None        # __hub.poll
+        self.load_fn: JSFunction | None = None        # __hub.load
         self.loaded: dict[str, str] = {}   # "account/installation" -> code hash held here
 
     async def start(self) -> Isolate:
@@ -80,26 +83,27 @@ class Isolate:
             " consoleTaming: 'unsafe'}); 1", 10)
         await self.eval(jsassets.web_polyfills_source(), 10)
         py = await self.stack.enter_async_context(self.mr.wrap_py_function(self.host_call))
-        glob = await self.mr.eval_cancelable("globalThis")
+        glob = cast(JSMappedObject, await self.mr.eval_cancelable("globalThis"))
         glob["__py"] = py
         await self.eval(jsassets.harness_source(), 10)
         seed = json.dumps(os.urandom(32).hex())   # the isolate's entropy: V8 inside SES has none
         await self.eval(f"__hub.init({json.dumps(hook_table_json())}, {json.dumps(self.limits.as_json())}, {seed}); 1", 5)
-        self._progress = await self.eval("__hub.progressBuffer", 5)
+        self._progress = cast(memoryview, await self.eval("__hub.progressBuffer", 5))
         # Chains start and are read by calls, not by evaluating source: a chain's request would
         # make every start a new script to compile.
-        self.run_chain_fn = await self.eval("__hub.run", 5)
-        self.load_fn = await self.eval("__hub.load", 5)
-        self.poll_fn = await self.eval("__hub.poll", 5)
+        self.run_chain_fn = cast(JSFunction, await self.eval("__hub.run", 5))
+        self.load_fn = cast(JSFunction, await self.eval("__hub.load", 5))
+        self.poll_fn = cast(JSFunction, await self.eval("__hub.poll", 5))
         self.queue.prepare_calls(await self.eval("[]", 5))
         assert self.queue.thread_id is not None, "the evaluations above called back from the isolate's thread"
         return self
 
-    def lacking(self, account: str, handlers: list) -> list[str]:
+    def lacking(self, account: str, handlers: list[HandlerRef]) -> list[str]:
         """The ids of `handlers` ({id, hash}) whose compartment, at that hash, this isolate lacks."""
         return [h["id"] for h in handlers if self.loaded.get(f"{account}/{h['id']}") != h["hash"]]
 
-    async def eval(self, code: str, timeout: float):
+    async def eval(self, code: str, timeout: float) -> PythonJSConvertedTypes:
+        assert self.mr is not None, "evaluated in a started isolate"
         try:
             async with asyncio.timeout(timeout):   # cheaper than wait_for: no extra task per eval
                 return await self.mr.eval_cancelable(code)
@@ -108,19 +112,23 @@ class Isolate:
 
     def progress(self) -> tuple[int, int, float]:
         """(run seq, index of the handler running, when it started in ms since the epoch)."""
+        assert self._progress is not None, "read while the isolate is open"
         seq, index, _, _, started = _HEADER.unpack_from(self._progress, 0)
         return seq, index, started
 
-    def checkpoint(self, index: int) -> dict | None:
+    def checkpoint(self, index: int) -> JsonObject | None:
         """The chain's {context, trace} just before handler `index` started, if the harness kept it."""
+        assert self._progress is not None, "read while the isolate is open"
         _, _, length, before, _ = _HEADER.unpack_from(self._progress, 0)
         if before != index or length < 0:
             return None
         raw = bytes(self._progress[_HEADER.size:_HEADER.size + 2 * length])
-        return wire.loads(raw.decode("utf-16-le", "surrogatepass"))
+        kept: JsonObject = wire.loads(raw.decode("utf-16-le", "surrogatepass"))
+        return kept
 
     def memory_exceeded(self) -> bool:
-        ctx = self.mr._ctx
+        ctx = self.mr._ctx if self.mr is not None else None
+        assert ctx is not None, "asked of an open isolate"
         return bool(ctx._dll.mr_hard_memory_limit_reached(ctx._ctx))
 
     async def close(self) -> None:

@@ -10,7 +10,7 @@ import socket
 import sys
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import uvloop
@@ -22,7 +22,7 @@ from plugins_app.runtime.engine.compiler import Compiler
 from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost, LoadCostIsolate
 from plugins_app.runtime.engine.run import DEMOTED_NICE, run_chain, start_attempt
 from plugins_app.runtime.launch import EngineArgs
-from plugins_app.runtime.protocol import CrashKind, Job, Op, RunResult, RunState
+from plugins_app.runtime.protocol import CrashKind, Job, JsonObject, Op, RunResult, RunState
 from plugins_app.runtime.tables.members import UNCHARGED_MEMBERS
 
 BUSY_SECONDS = 0.02          # a chain holding the isolate longer than this sends newcomers elsewhere
@@ -37,7 +37,7 @@ class Client:
         self.conn = conn
         self.closed = False
 
-    def send(self, message: dict | bytes) -> None:
+    def send(self, message: JsonObject | bytes) -> None:
         if self.closed:
             return
         try:
@@ -54,14 +54,14 @@ class Engine:
         self.limits = limits
         self.keep_spare = spare
         self.isolate: Isolate | None = None
-        self.spare: asyncio.Task | None = None
+        self.spare: asyncio.Task[Isolate] | None = None
         self.jobs: deque[Job] = deque()
         self.jobs_ready = asyncio.Event()
         self.running: Job | None = None
         self.state: RunState | None = None
-        self.code: OrderedDict[str, dict] = OrderedDict()   # "account/id" -> {"hash", "code", "config"}
+        self.code: OrderedDict[str, JsonObject] = OrderedDict()   # "account/id" -> {"hash", "code", "config"}
         self.code_bytes = 0
-        self.host_waiters: dict[int, asyncio.Future] = {}
+        self.host_waiters: dict[int, asyncio.Future[JsonObject]] = {}   # host calls awaiting their HOST_REPLY
         self.host_activity = asyncio.Event()
         self.next_call = 0
         self.run_seq = 0
@@ -77,7 +77,7 @@ class Engine:
         self.lowered = nice > 0
         self.base_nice = min(os.getpriority(os.PRIO_PROCESS, 0) + nice, DEMOTED_NICE)
         self.compiler = Compiler(memory_mb, limits)
-        self._closing: set[asyncio.Task] = set()   # replaced isolates still being closed
+        self._closing: set[asyncio.Task[None]] = set()   # replaced isolates still being closed
 
     # -- connections ---------------------------------------------------------------------------
     def listen(self, listener: socket.socket) -> None:
@@ -135,7 +135,7 @@ class Engine:
         else:
             client.send(protocol.result(message.get("id"), error=f"unknown op {op!r}"))
 
-    def status(self) -> dict:
+    def status(self) -> JsonObject:
         iso = self.isolate
         return {"pong": True, "pid": os.getpid(), "replaced": self.replaced,
                 "accounts": sorted({key.split("/", 1)[0] for key in iso.loaded}) if iso else [],
@@ -145,7 +145,7 @@ class Engine:
                 "chainStarts": self.run_seq, "startsOnArrival": self.arrival_starts, **self.misses}
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
-    def _admit(self, client: Client, message: dict) -> None:
+    def _admit(self, client: Client, message: JsonObject) -> None:
         with self._books_kept():
             job = Job(client, message)
             if self._holder_for(job) or (not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED)):
@@ -236,7 +236,7 @@ class Engine:
         """A handler has held the isolate past HOLD_SECONDS: its thread gets the CPU only when
         nothing else wants it, and the calls of its account that wait here are sent back."""
         self._set_priority(iso, DEMOTED_NICE, idle=True)
-        keep = deque()
+        keep: deque[Job] = deque()
         for job in self.jobs:
             if self._holder_for(job):
                 self._refuse(job)
@@ -266,7 +266,7 @@ class Engine:
     def _bounce_waiting(self) -> None:
         if self.running is not None and self._answered():
             return   # the loop is only behind on its books: the queue moves on in a moment
-        keep = deque()
+        keep: deque[Job] = deque()
         for job in self.jobs:
             if job.message.get("wait"):
                 keep.append(job)
@@ -300,7 +300,7 @@ class Engine:
             if reply is not None:
                 job.client.send(protocol.result(job.message.get("id"), **reply))
 
-    async def _execute(self, job: Job) -> dict | None:
+    async def _execute(self, job: Job) -> Mapping[str, Any] | None:
         try:
             if job.message["op"] == Op.BENCH.value:
                 return await bench(self, job)
@@ -310,7 +310,7 @@ class Engine:
             await self.replace_isolate()
             return {"loadError": f"the isolate was lost while loading code ({lost.kind})"}
 
-    async def _compile(self, client: Client, message: dict) -> None:
+    async def _compile(self, client: Client, message: JsonObject) -> None:
         reply = await self.compiler.compile(message)
         client.send(protocol.result(message.get("id"), **reply))
         if reply.get("restart"):
@@ -355,7 +355,7 @@ class Engine:
             os._exit(3)   # V8 did not stop: only a new process is certain to
 
     # -- code ------------------------------------------------------------------------------------
-    def remember(self, account: str, code: dict) -> None:
+    def remember(self, account: str, code: dict[str, JsonObject]) -> None:
         for inst_id, item in code.items():
             key = f"{account}/{inst_id}"
             old = self.code.pop(key, None)
@@ -367,7 +367,8 @@ class Engine:
             _, dropped = self.code.popitem(last=False)
             self.code_bytes -= len(dropped["code"])
 
-    async def load_missing(self, iso: Isolate, account: str, missing: list[str], hashes: dict) -> list[str]:
+    async def load_missing(self, iso: Isolate, account: str, missing: list[str],
+                           hashes: dict[str, str]) -> list[str]:
         """Load what the code cache holds; returns the ids it does not have (the web process sends them)."""
         absent = []
         self.misses["compartmentMisses"] += len(missing)
@@ -379,7 +380,7 @@ class Engine:
                 continue
             self.code.move_to_end(f"{account}/{inst_id}")
             queue = iso.queue
-            assert queue is not None, "a started isolate has its queue"
+            assert queue is not None and iso.load_fn is not None, "a started isolate has its queue and harness"
             queue.post_call(iso.load_fn, wire.dumps(
                 [account, inst_id, item["hash"], item["code"], item.get("config") or {}]).decode())
             if not await queue.wait(LOAD_TIMEOUT_SECONDS):
@@ -399,7 +400,7 @@ class Engine:
         return await run_chain(self, job)
 
     # -- host calls from JS ------------------------------------------------------------------------
-    async def host_call(self, raw) -> str:
+    async def host_call(self, raw: str) -> str:
         request = wire.loads(raw)
         state = self.state
         if state is None or request.get("run") != state.seq:

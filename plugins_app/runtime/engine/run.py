@@ -6,14 +6,16 @@ import asyncio
 import contextlib
 import os
 import time
+from typing import cast
 
+from py_mini_racer import JSFunction
 from py_mini_racer._exc import JSEvalException, JSOOMException
 
 from plugins_app.runtime import wire
 from plugins_app.runtime.engine.api import EngineSide
 from plugins_app.runtime.engine.isolate import Isolate, IsolateLost, LoadCostIsolate
-from plugins_app.runtime.engine.v8_queue import Early
-from plugins_app.runtime.protocol import CrashKind, Job, Op, RunResult, RunState, TraceEntry
+from plugins_app.runtime.engine.v8_queue import Early, EvalQueue
+from plugins_app.runtime.protocol import CrashKind, HandlerRef, Job, JsonObject, Op, RunResult, RunState, TraceEntry
 
 GRACE_SECONDS = 0.05         # slack over a handler's budget before a silent isolate counts as wedged
 SLICE_SECONDS = 0.05         # how often a running chain's progress is looked at
@@ -36,7 +38,7 @@ async def run_chain(engine: EngineSide, job: Job) -> RunResult:
         engine.remember(account, req["code"])
     handlers = req["handlers"]
     hashes = {h["id"]: h["hash"] for h in handlers}
-    trace: list = []
+    trace: list[TraceEntry] = []
     context = req["context"]
     offset = 0
     while True:
@@ -67,13 +69,14 @@ async def run_chain(engine: EngineSide, job: Job) -> RunResult:
             continue
         if "missing" in outcome or outcome.get("answeredEarly"):
             return outcome
-        if outcome.get("cancellation"):
-            outcome["cancellation"]["index"] += offset
+        if cancelled := outcome.get("cancellation"):
+            cancelled["index"] += offset
         outcome["trace"] = trace + outcome.get("trace", [])
         return outcome
 
 
-async def _load(engine: EngineSide, iso: Isolate, account: str, ids: list, hashes: dict) -> dict | None:
+async def _load(engine: EngineSide, iso: Isolate, account: str, ids: list[str],
+                hashes: dict[str, str]) -> RunResult | None:
     """Loads `ids` into the isolate: None once they are there, else the answer to give instead
     ({"missing"} for code the engine's cache lacks, {"loadError"} for code that failed to load)."""
     try:
@@ -86,7 +89,7 @@ async def _load(engine: EngineSide, iso: Isolate, account: str, ids: list, hashe
     return {"missing": absent} if absent else None
 
 
-def _where(iso: Isolate, state) -> tuple[int, dict | None]:
+def _where(iso: Isolate, state: RunState | None) -> tuple[int, JsonObject | None]:
     """Which handler of the batch was running when the isolate was lost, and the chain before it."""
     seq, index, _ = iso.progress()
     if state is None or seq != state.seq or index < 0:
@@ -94,10 +97,10 @@ def _where(iso: Isolate, state) -> tuple[int, dict | None]:
     return index, (iso.checkpoint(index) if index > 0 else None)
 
 
-def _resume_point(req: dict, batch: list, index: int, checkpoint: dict | None, context: dict,
-                  kind: str) -> tuple[dict, list]:
+def _resume_point(req: JsonObject, batch: list[HandlerRef], index: int, checkpoint: JsonObject | None,
+                  context: JsonObject, kind: str) -> tuple[JsonObject, list[TraceEntry]]:
     budget = req["budgetMs"]
-    before: list = []
+    before: list[TraceEntry] = []
     if index > 0 and checkpoint is not None:
         context, before = checkpoint["context"], checkpoint["trace"]
     elif index > 0:   # the chain's value was too large to keep: the handlers before lose their effect
@@ -119,10 +122,12 @@ def _entry(handler_id: str, status: str, warning: str, duration_ms: float, crash
     return entry
 
 
-def start_attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> RunState:
+def start_attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list[HandlerRef], context: JsonObject,
+                  early: bool) -> RunState:
     """Posts the chain's start and the read of its outcome to the isolate's thread. A malformed
     request raises (KeyError, TypeError) before anything changes."""
     req = job.message
+    queue = _queue(iso)
     seq = engine.run_seq + 1
     handler_ids = [h["id"] for h in batch]
     payload = {"account": req["account"], "hook": req["hook"], "context": context, "budgetMs": req["budgetMs"],
@@ -134,12 +139,13 @@ def start_attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list, conte
         answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes)
     engine.run_seq = seq
     state = engine.state = RunState(seq=seq, job=job, handler_ids=handler_ids)
-    iso.queue.post_call(iso.run_chain_fn, body, answered=False)
-    iso.queue.post_call(iso.poll_fn, early=answer)
+    queue.post_call(_function(iso.run_chain_fn), body, answered=False)
+    queue.post_call(_function(iso.poll_fn), early=answer)
     return state
 
 
-async def _attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list, context: dict, early: bool) -> dict:
+async def _attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list[HandlerRef], context: JsonObject,
+                   early: bool) -> RunResult:
     req = job.message
     budget = req["budgetMs"] / 1000
     lost = False
@@ -164,40 +170,43 @@ async def _attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list, cont
             await engine.replace_isolate()   # its thread can't get its priority back: start afresh
 
 
-async def _follow(engine: EngineSide, iso: Isolate, state, budget: float, raw) -> dict:
+async def _follow(engine: EngineSide, iso: Isolate, state: RunState, budget: float, raw: object) -> RunResult:
     """Polls a chain that awaits something (the host, a timer-less promise) until it settles,
     expiring a handler whose wall-clock budget ran out."""
+    queue = _queue(iso)
     while True:
-        status = wire.loads(raw)
+        status: JsonObject = wire.loads(cast(str, raw))   # the harness's poll answers JSON text
         if "missing" in status or status.get("done"):
             if status.get("fatal"):
                 raise IsolateLost(CrashKind.CRASHED.value)
-            return status
+            return cast(RunResult, status)
         if status.get("idle"):   # the start itself threw: a harness fault, not a plugin's
             raise IsolateLost(CrashKind.CRASHED.value)
         _, index, started = iso.progress()
         _note_index(state, index)
         deadline = started / 1000 + budget + state.uncharged_seconds
         if time.time() >= deadline and not state.uncharged_inflight:
-            iso.queue.post(f"__hub.expire({index}); 1", answered=False)
+            queue.post(f"__hub.expire({index}); 1", answered=False)
         else:
             engine.host_activity.clear()
             wait = min(SLICE_SECONDS, max(0.0, deadline - time.time())) or SLICE_SECONDS
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
                     await engine.host_activity.wait()
-        iso.queue.post_call(iso.poll_fn)
+        queue.post_call(_function(iso.poll_fn))
         raw, _ = await _answer(engine, iso, state, budget)
 
 
-async def _answer(engine: EngineSide, iso: Isolate, state, budget: float):
-    """The next queued evaluation's value. Waits in slices, watching the running handler through
-    the progress buffer: past its budget with the isolate still silent, the isolate is lost."""
+async def _answer(engine: EngineSide, iso: Isolate, state: RunState, budget: float) -> tuple[object, bool]:
+    """The next queued evaluation's value (and whether it was answered early). Waits in slices,
+    watching the running handler through the progress buffer: past its budget with the isolate
+    still silent, the isolate is lost."""
+    queue = _queue(iso)
     wait = SLICE_SECONDS
     while True:
-        if await iso.queue.wait(wait):
+        if await queue.wait(wait):
             try:
-                value = iso.queue.take_ready()
+                value = queue.take_ready()
             except JSOOMException:
                 raise IsolateLost(CrashKind.MEMORY.value) from None
             if iso.memory_exceeded():
@@ -225,13 +234,23 @@ async def _answer(engine: EngineSide, iso: Isolate, state, budget: float):
         wait = min(SLICE_SECONDS, max(0.005, -overdue))   # wake right at the deadline, not a slice past it
 
 
-def _note_index(state, index: int) -> None:
+def _queue(iso: Isolate) -> EvalQueue:
+    assert iso.queue is not None, "a started isolate has its queue"
+    return iso.queue
+
+
+def _function(function: JSFunction | None) -> JSFunction:
+    assert function is not None, "a started isolate has its harness's functions"
+    return function
+
+
+def _note_index(state: RunState, index: int) -> None:
     if index != state.index:   # a new handler: what it waits on uncharged starts from zero
         state.index = index
         state.uncharged_seconds = 0.0
 
 
-def _early_bytes(job: Job, value) -> bytes | None:
+def _early_bytes(job: Job, value: object) -> bytes | None:
     """On the isolate's thread: the reply to a chain that finished without the host, so the web
     process gets it without waiting for this process's main thread to wake."""
     if not isinstance(value, str) or not value.startswith('{"done":true,'):

@@ -28,7 +28,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from py_mini_racer import MiniRacer
+from py_mini_racer import JSFunction, MiniRacer, PythonJSConvertedTypes
+from py_mini_racer._context import Context
+from py_mini_racer._value_handle import RawValueHandleType, ValueHandle
+
+# A posted evaluation's handles: its code's, or a call's function and receiver.
+_Handles = ValueHandle | tuple[ValueHandle, ValueHandle]
 
 # Callback ids mini-racer never hands out (it counts up from 1): ours, routed before it sees them.
 _UNANSWERED = 2 ** 62
@@ -45,7 +50,7 @@ _thread_state_delete = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(("PyThreadState_
 class _KeptThreadState:
     """The isolate thread's Python thread state, kept between callbacks (see the module's note)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.pointer: int | None = None
         self.thread_id: int | None = None
 
@@ -75,11 +80,11 @@ class _Results:
     """The results of posted evaluations (put() runs on the isolate's thread). A pipe byte wakes
     the event loop, also after `early` has answered a value on the isolate's thread."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context):
         self._ctx = ctx
         # [value handle, converted value or _UNCONVERTED, answered early, settled: answered early
         # with the isolate within its memory limit, so nothing is left for the loop but its books]
-        self.items: deque = deque()
+        self.items: deque[list[Any]] = deque()
         self.earlies: deque[Early | None] = deque()   # each answered evaluation's, in posting order
         self.on_wake: Callable[[], None] | None = None   # called (once) when the loop next wakes here
         self.quiet_after_early = False   # a value answered early leaves the loop asleep (see wake_with)
@@ -89,8 +94,8 @@ class _Results:
         self._ready = asyncio.Event()
         self._loop.add_reader(self._wake_r, self._woken)   # once: not an epoll change per wait
 
-    def put(self, handle) -> None:   # the isolate's thread
-        item = [handle, _UNCONVERTED, False, False]   # the handle is kept: handles are freed off this thread
+    def put(self, handle: ValueHandle) -> None:   # the isolate's thread
+        item: list[Any] = [handle, _UNCONVERTED, False, False]   # the handle is kept: handles are freed off this thread
         queued = False
         early = self.earlies.popleft() if self.earlies else None
         if early is not None:
@@ -152,7 +157,9 @@ class EvalQueue:
     did from a later evaluation, and the isolate's thread wakes this one once, not twice."""
 
     def __init__(self, mr: MiniRacer):
-        self._ctx = mr._ctx
+        ctx = mr._ctx
+        assert ctx is not None, "a MiniRacer that is not closed has its context"
+        self._ctx = ctx
         self._results = _Results(self._ctx)
         # Results of evaluations posted here arrive under callback ids of their own, so they never
         # mix with the uncancelable calls mini-racer makes itself (resolving a host call's promise
@@ -161,22 +168,22 @@ class EvalQueue:
         results = self._results
         kept = self._thread_state = _KeptThreadState()
 
-        def route(callback_id: int, raw_handle) -> None:   # the isolate's thread
+        def route(callback_id: int, raw_handle: RawValueHandleType) -> None:   # the isolate's thread
             if kept.pointer is None:
                 kept.keep()
             if callback_id == _ANSWERED:
-                results.put(self._ctx._wrap_raw_handle(raw_handle))
+                results.put(ctx._wrap_raw_handle(raw_handle))
             elif callback_id == _UNANSWERED:
-                self._ctx._wrap_raw_handle(raw_handle)   # wrapped only to be freed
+                ctx._wrap_raw_handle(raw_handle)   # wrapped only to be freed
             else:
                 mini_racers_own(callback_id, raw_handle)
 
         object.__setattr__(self._ctx, "handle_callback_from_v8", route)
         # Handles of posted code, kept alive until it has run: each answered evaluation's, with
         # those of the unanswered ones posted before it (the isolate's thread runs them in order).
-        self._outstanding: deque = deque()
-        self._unanswered: list = []   # unanswered ones posted since the last answered one
-        self._no_arguments: Any = None       # post_call's argument list: an empty JS array
+        self._outstanding: deque[tuple[_Handles, list[_Handles]]] = deque()
+        self._unanswered: list[_Handles] = []   # unanswered ones posted since the last answered one
+        self._no_arguments: ValueHandle | None = None   # post_call's argument list: an empty JS array
 
     def post(self, code: str, answered: bool = True, early: Early | None = None) -> None:
         """Queue `code` on the isolate's thread. With `early`, its value is offered to `early` on
@@ -185,11 +192,12 @@ class EvalQueue:
         self._keep(handle, answered, early)
         self._ctx._dll.mr_eval(self._ctx._ctx, handle.raw, _ANSWERED if answered else _UNANSWERED)
 
-    def prepare_calls(self, empty_array) -> None:
+    def prepare_calls(self, empty_array: PythonJSConvertedTypes) -> None:
         """Give post_call its (empty) argument list: a JS array no plugin can reach."""
         self._no_arguments = self._ctx._python_to_value_handle(empty_array)
 
-    def post_call(self, function, this: str = "", answered: bool = True, early: Early | None = None) -> None:
+    def post_call(self, function: JSFunction, this: str = "", answered: bool = True,
+                  early: Early | None = None) -> None:
         """Queue a call of the JS `function` (a JSFunction) with the string `this` as its receiver
         and no arguments: unlike post(), nothing is compiled, however `this` varies from call to call."""
         if self._no_arguments is None:
@@ -200,7 +208,7 @@ class EvalQueue:
         self._ctx._dll.mr_call_function(self._ctx._ctx, function_handle.raw, this_handle.raw, self._no_arguments.raw,
                                         _ANSWERED if answered else _UNANSWERED)
 
-    def _keep(self, handles, answered: bool, early: Early | None) -> None:
+    def _keep(self, handles: _Handles, answered: bool, early: Early | None) -> None:
         """Before the post: its value may be back before the post returns."""
         if answered:
             self._outstanding.append((handles, self._unanswered))
@@ -220,13 +228,13 @@ class EvalQueue:
         """Whether the oldest outstanding evaluation's value went out on the isolate's thread. Known
         before it is sent: whoever it went to may be back before the event loop has woken."""
         items = self._results.items
-        return bool(items) and items[0][2]
+        return bool(items) and bool(items[0][2])
 
     def settled_early(self) -> bool:
         """Whether the oldest outstanding evaluation was answered early, with the isolate within its
         memory limit: nothing is left to do with it but take it."""
         items = self._results.items
-        return bool(items) and items[0][3]
+        return bool(items) and bool(items[0][3])
 
     async def wait(self, timeout: float) -> bool:
         """True once the oldest outstanding evaluation has answered (take_ready() then has it)."""

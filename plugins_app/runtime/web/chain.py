@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from plugins_app.runtime.config import DEFAULT_BUDGET_MS
-from plugins_app.runtime.protocol import CrashKind, HostPlan, Op, RunRequest, RunResult
+from plugins_app.runtime.protocol import CrashKind, HostPlan, JsonObject, Op, RunRequest, RunResult, TraceEntry
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.tables.members import OFFERED_BY
 from plugins_app.runtime.web.tier import EngineDown, Tier
@@ -26,8 +26,8 @@ class Handler:
     plugin: str
     code_hash: str
     code: str
-    config: dict = field(default_factory=dict)
-    granted: frozenset = frozenset()
+    config: JsonObject = field(default_factory=dict)
+    granted: frozenset[str] = frozenset()
     quarantined_until: float | None = None   # epoch seconds; skipped without running until then
     slow_lane_until: float | None = None     # epoch seconds; runs in the engine tier's lane until then
     version: int | None = None               # the installation's deployed version, for the audit rows
@@ -47,7 +47,7 @@ class HandlerTrace:
     changed: bool
     duration_ms: float
     warning: str | None = None
-    logs: list = field(default_factory=list)
+    logs: list[Any] = field(default_factory=list)   # as the harness sent them: {"level", "message", "at"}
     crash: str | None = None   # a CrashKind value when this handler cost its isolate or engine
     value: Any = None      # the hook's value after this handler; filled only when asked for
     quarantined_until: float | None = None   # set when it was skipped for a quarantine (epoch seconds)
@@ -68,25 +68,26 @@ class Cancellation:
 class ChainResult:
     hook: str
     outcome: str           # unchanged | changed | cancelled
-    context: dict
+    context: JsonObject
     value: Any
     cancellation: Cancellation | None
     trace: list[HandlerTrace]
 
 
-HostFunction = Callable[[Handler, str, list], Any]   # raises HostError to reject the JS promise
+HostFunction = Callable[[Handler, str, list[Any]], Any]   # raises HostError to reject the JS promise
 
 
 class HostError(Exception):
     """A host member refused or failed; the message reaches the plugin as a rejected promise."""
 
 
-def host_plan(spec: HookSpec, context: dict, hop: int = 0) -> HostPlan:
+def host_plan(spec: HookSpec, context: JsonObject, hop: int = 0) -> HostPlan:
     """Which optional host members this invocation gets (session, workspace, ssh: see members.py)."""
     session = None
-    if OFFERED_BY["session"](spec) and hop <= SESSION_HOP_LIMIT:
+    field_name = spec.session_field   # set whenever the session member is offered
+    if OFFERED_BY["session"](spec) and field_name is not None and hop <= SESSION_HOP_LIMIT:
         session = {
-            "id": context.get(spec.session_field),
+            "id": context.get(field_name),
             "agentId": context.get(spec.agent_field) if spec.agent_field else None,
             "kind": context.get("sessionKind"),
         }
@@ -97,7 +98,7 @@ SlowHandler = Callable[[Handler], None]   # a handler is holding its isolate for
 
 
 def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handler],
-              context: dict, *, host: HostFunction | None = None, hop: int = 0,
+              context: JsonObject, *, host: HostFunction | None = None, hop: int = 0,
               budget_ms: int = DEFAULT_BUDGET_MS, trace_values: bool = False,
               on_slow: SlowHandler | None = None) -> ChainResult:
     """`trace_values` adds each handler's resulting value to its trace entry (for try-runs);
@@ -120,11 +121,12 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
                 HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0,
                              f"the hook engine stopped while running this chain ({down.kind}); the value went on unchanged",
                              crash=down.kind) for h in runnable], context, trace_values, now))
-        if not reply.get("holder"):
+        holder_id = reply.get("holder")
+        if not holder_id:
             break
         # Another call of this account is stuck in that handler: leave it out rather than wait
         # behind it or run it a second time.
-        holder = by_id[reply["holder"]]
+        holder = by_id[holder_id]
         runnable = [h for h in runnable if h is not holder]
         held_back.append(HandlerTrace(holder.installation_id, holder.plugin, "quarantined", False, 0.0,
                                       HELD_BACK_WARNING, value=spec.value_of(context) if trace_values else None))
@@ -135,15 +137,16 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
             _load_failed(h, reply) for h in runnable], context, trace_values, now))
     trace = held_back + [_trace(spec, by_id[t["id"]], t) for t in reply["trace"]]
     cancellation = None
-    if reply.get("cancellation"):
-        cancellation = _cancellation(runnable[reply["cancellation"]["index"]], reply["cancellation"])
+    if cancelled := reply.get("cancellation"):
+        cancellation = _cancellation(runnable[cancelled["index"]], cancelled)
     return _finish(spec, context, reply["context"], cancellation, _skipped(spec, handlers, trace, context, trace_values, now))
 
 
-def _request(tier: Tier, account_key: str, request: RunRequest, by_id: dict[str, Handler], host, on_slow,
-             lane: bool, budget_ms: int) -> RunResult:
-    def on_host(message: dict) -> dict:
-        handler = by_id.get(message.get("handler"))
+def _request(tier: Tier, account_key: str, request: RunRequest, by_id: dict[str, Handler],
+             host: HostFunction | None, on_slow: SlowHandler | None, lane: bool, budget_ms: int) -> RunResult:
+    def on_host(message: JsonObject) -> JsonObject:
+        handler_id = message.get("handler")
+        handler = by_id.get(handler_id) if isinstance(handler_id, str) else None
         if handler is None or host is None:
             return {"ok": False, "error": f"host.{message.get('member')} is not available here"}
         try:
@@ -165,10 +168,11 @@ def _request(tier: Tier, account_key: str, request: RunRequest, by_id: dict[str,
     unsent = tier.unsent(account_key, [(h.installation_id, h.code_hash) for h in by_id.values()])
     if unsent:
         request["code"] = _code(by_id, unsent)
-    reply = tier.request(account_key, request, on_host, slow, lane, silence)
+    # The engine's answer, as decoded: the engine is ours, so its shape is taken as read.
+    reply = cast(RunResult, tier.request(account_key, request, on_host, slow, lane, silence))
     if "missing" in reply:
         request["code"] = _code(by_id, reply["missing"])
-        reply = tier.request(account_key, request, on_host, slow, lane, silence)
+        reply = cast(RunResult, tier.request(account_key, request, on_host, slow, lane, silence))
     if unsent:
         tier.mark_shipped(account_key, [(i, by_id[i].code_hash) for i in unsent])
     if reply.get("fatal"):
@@ -186,11 +190,11 @@ def _load_failed(handler: Handler, reply: RunResult) -> HandlerTrace:
     return HandlerTrace(handler.installation_id, handler.plugin, status, False, 0.0, warning, crash=crash)
 
 
-def _code(by_id: dict[str, Handler], ids) -> dict:
+def _code(by_id: dict[str, Handler], ids: Iterable[str]) -> dict[str, JsonObject]:
     return {i: {"hash": by_id[i].code_hash, "code": by_id[i].code, "config": by_id[i].config} for i in ids}
 
 
-def _skipped(spec: HookSpec, handlers: list[Handler], trace: list[HandlerTrace], context: dict,
+def _skipped(spec: HookSpec, handlers: list[Handler], trace: list[HandlerTrace], context: JsonObject,
              trace_values: bool, now: float) -> list[HandlerTrace]:
     """The trace in chain order, with an entry for each quarantined handler that was skipped."""
     ran = {t.installation_id: t for t in trace}
@@ -207,13 +211,14 @@ def _skipped(spec: HookSpec, handlers: list[Handler], trace: list[HandlerTrace],
     return merged
 
 
-def _finish(spec: HookSpec, original: dict, current: dict, cancellation, trace) -> ChainResult:
+def _finish(spec: HookSpec, original: JsonObject, current: JsonObject, cancellation: Cancellation | None,
+            trace: list[HandlerTrace]) -> ChainResult:
     changed = spec.value_of(current) != spec.value_of(original)
     outcome = "cancelled" if cancellation else ("changed" if changed else "unchanged")
     return ChainResult(spec.name, outcome, current, spec.value_of(current), cancellation, trace)
 
 
-def _trace(spec: HookSpec, handler: Handler, t: dict) -> HandlerTrace:
+def _trace(spec: HookSpec, handler: Handler, t: TraceEntry) -> HandlerTrace:
     logs = t.get("logs") or []
     if t.get("logsDropped"):
         logs = logs + [{"level": "warn", "message": f"{t['logsDropped']} more log lines dropped", "at": None}]
@@ -222,5 +227,5 @@ def _trace(spec: HookSpec, handler: Handler, t: dict) -> HandlerTrace:
                         float(t.get("durationMs") or 0), t.get("warning"), logs, t.get("crash"), value=value)
 
 
-def _cancellation(handler: Handler, data: dict) -> Cancellation:
+def _cancellation(handler: Handler, data: JsonObject) -> Cancellation:
     return Cancellation(handler.installation_id, handler.plugin, data.get("reason") or "")

@@ -10,20 +10,21 @@ import socket
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from plugins_app.runtime import wire
 from plugins_app.runtime.config import DEFAULT_ISOLATE_MEMORY_MB
 from plugins_app.runtime.launch import EngineArgs
-from plugins_app.runtime.protocol import CrashKind, Op, TierLayout
+from plugins_app.runtime.protocol import CrashKind, JsonObject, Op, TierLayout
 
 CONNECT_TIMEOUT_SECONDS = 30.0
 MAX_PRIVATE_ENGINES = 8
 MAX_SHIPPED = 100_000   # (account, installation, hash) this process remembers having sent
 
-HostHandler = Callable[[dict], dict]
+HostHandler = Callable[[JsonObject], JsonObject]   # a HOST message in, its reply's {"ok", "value"/"error"} out
 SlowHandler = Callable[[str], None]
 Waiting = Callable[[], AbstractContextManager[None]]   # entered around a wait for the engine's next message
 
@@ -56,8 +57,9 @@ class EngineLink:
         link.pid = link.request({"op": Op.PING.value}, silence_limit=CONNECT_TIMEOUT_SECONDS).get("pid")
         return link
 
-    def request(self, message: dict, on_host: HostHandler | None = None, on_slow: SlowHandler | None = None,
-                silence_limit: float = 30.0, waiting: Waiting | None = None) -> dict:
+    def request(self, message: Mapping[str, Any], on_host: HostHandler | None = None,
+                on_slow: SlowHandler | None = None, silence_limit: float = 30.0,
+                waiting: Waiting | None = None) -> JsonObject:
         """Send one request; answer its host calls until the result arrives."""
         self.next_id += 1
         message = dict(message, id=self.next_id)
@@ -67,14 +69,14 @@ class EngineLink:
                 if self.conn.has_frame():
                     ready = True
                 elif waiting is None:
-                    ready = self.readable.poll(silence_limit * 1000)
+                    ready = bool(self.readable.poll(silence_limit * 1000))
                 else:
                     with waiting():
-                        ready = self.readable.poll(silence_limit * 1000)
+                        ready = bool(self.readable.poll(silence_limit * 1000))
                 if not ready:
                     self.stop_engine()
                     raise EngineDown(CrashKind.WEDGED.value)
-                reply = wire.loads(self.conn.recv_bytes())
+                reply: JsonObject = wire.loads(self.conn.recv_bytes())
                 op = reply.get("op")
                 if op == Op.HOST.value:
                     if reply.get("id") != message["id"]:
@@ -153,7 +155,7 @@ class Tier:
         self._private_lock = threading.Lock()
         self._private_idle: list[PrivateEngine] = []
         self.private_count = 0
-        self._shipped: OrderedDict[tuple, None] = OrderedDict()   # (account, id, hash) sent to an engine
+        self._shipped: OrderedDict[tuple[str, str, str], None] = OrderedDict()   # (account, id, hash) sent to an engine
         self._shipped_lock = threading.Lock()
 
     # -- code shipping -------------------------------------------------------------------------
@@ -188,8 +190,9 @@ class Tier:
         return [addresses[(first + i) % len(addresses)] for i in range(len(addresses))]
 
     # -- requests --------------------------------------------------------------------------------
-    def request(self, account_key: str, message: dict, on_host: HostHandler | None = None,
-                on_slow: SlowHandler | None = None, lane: bool = False, silence_limit: float = 30.0) -> dict:
+    def request(self, account_key: str, message: Mapping[str, Any], on_host: HostHandler | None = None,
+                on_slow: SlowHandler | None = None, lane: bool = False,
+                silence_limit: float = 30.0) -> JsonObject:
         if getattr(self._local, "depth", 0):
             return self._nested(message, on_host, on_slow, silence_limit)
         self._local.depth = 1
@@ -198,7 +201,9 @@ class Tier:
         finally:
             self._local.depth = 0
 
-    def _route(self, account_key, message, on_host, on_slow, lane, silence_limit, wait_at: str | None = None) -> dict:
+    def _route(self, account_key: str, message: Mapping[str, Any], on_host: HostHandler | None,
+               on_slow: SlowHandler | None, lane: bool, silence_limit: float,
+               wait_at: str | None = None) -> JsonObject:
         order = self.order(account_key, lane)
         for address in order:
             reply = self._send(address, message, on_host, on_slow, silence_limit)
@@ -212,7 +217,8 @@ class Tier:
         # Everything is busy: wait in line where this account is warm.
         return self._send(wait_at or order[0], dict(message, wait=True), on_host, on_slow, silence_limit)
 
-    def _send(self, address, message, on_host, on_slow, silence_limit) -> dict:
+    def _send(self, address: str, message: Mapping[str, Any], on_host: HostHandler | None,
+              on_slow: SlowHandler | None, silence_limit: float) -> JsonObject:
         link = self._link(address)
         try:
             return link.request(message, on_host, on_slow, silence_limit, self.waiting)
@@ -220,19 +226,21 @@ class Tier:
             self._forget(address)
             raise
 
-    def _nested(self, message, on_host, on_slow, silence_limit) -> dict:
+    def _nested(self, message: Mapping[str, Any], on_host: HostHandler | None, on_slow: SlowHandler | None,
+                silence_limit: float) -> JsonObject:
         engine = self._take_private()
+        killed = False
         depth = self._local.depth
         self._local.depth = depth + 1
         try:
             return engine.link.request(message, on_host, on_slow, silence_limit, self.waiting)
         except EngineDown:
             engine.kill()
-            engine = None
+            killed = True
             raise
         finally:
             self._local.depth = depth
-            if engine is not None:
+            if not killed:
                 self._give_back(engine)
 
     def _take_private(self) -> PrivateEngine:
@@ -258,7 +266,7 @@ class Tier:
         engine.kill()
 
     # -- other requests ---------------------------------------------------------------------------
-    def compile(self, source: str, language: str) -> dict:
+    def compile(self, source: str, language: str) -> JsonObject:
         for attempt in range(2):
             try:
                 return self._send(self.engines[attempt % len(self.engines)],
@@ -268,7 +276,7 @@ class Tier:
                     raise
         raise AssertionError("unreachable")
 
-    def ping(self, address: str) -> dict:
+    def ping(self, address: str) -> JsonObject:
         return self._send(address, {"op": Op.PING.value}, None, None, 10)
 
     def shutdown(self) -> None:
