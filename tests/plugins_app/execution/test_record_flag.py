@@ -1,0 +1,26 @@
+"""A try-run (record=False) leaves no audit rows or metering, even through nested peer messages."""
+
+import pytest
+
+from plugins_app.models import CancelLog, UsageDaily
+from plugins_app.services.execution.execute import execute_hook
+
+from ..conftest import PROMPT
+
+pytestmark = pytest.mark.django_db
+
+SENDER = """globalThis.middleware.systemPrompt = async (c) => {
+  await host.session.peer.send("99", "hello peer");
+  return c.systemPrompt;
+};"""
+VETO = "globalThis.middleware.interAgentMessage = async (c, t) => t.cancel('no peers');"
+
+
+@pytest.mark.parametrize("record, rows", [(False, 0), (True, 1)])
+def test_nested_chains_follow_the_record_flag(install, account, record, rows):
+    install(SENDER, name="sender", grant=["host:session"])
+    install(VETO, name="veto")
+    result, effects = execute_hook(account, "systemPrompt", PROMPT, record=record)
+    assert [e["cancelled"] for e in effects if e["type"] == "peerMessage"] == [True]
+    assert CancelLog.objects.filter(account=account, hook="interAgentMessage").count() == rows
+    assert UsageDaily.objects.filter(account=account).exists() is bool(rows)

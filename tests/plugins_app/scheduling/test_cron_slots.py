@@ -1,0 +1,295 @@
+"""Cron slots in eager mode: overlap check, cronJobFiring, signed dispatch with retries, and completion."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from plugins_app import tasks
+from plugins_app.models import CancelLog, CronJob, CronRun, PlatformConfig, UsageDaily
+from plugins_app.services.scheduling import cron
+
+from ..scheduling_support import COMPLETED_COUNTER, FIRING_REWRITE
+
+pytestmark = pytest.mark.django_db
+
+MISSION_KEYS = {"cronJobId", "cronJobRunId", "agentId", "kind", "name", "prompt"}
+
+
+@pytest.fixture
+def job(account, install):
+    install(FIRING_REWRITE, name="rewriter")
+    install(COMPLETED_COUNTER, name="observer")
+    return cron.create_job(account, agent_id="18446744073709551615", name="Nightly report",
+                           prompt="Write the nightly report.", cron_expression="0 2 * * *")
+
+
+def hook_runs(hook: str) -> int:
+    return sum(UsageDaily.objects.filter(hook=hook).values_list("runs", flat=True))
+
+
+def run_now(client, job, capture):
+    with capture(execute=True):
+        response = client.post(f"/api/v1/cron-jobs/{job.pk}/run")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def test_a_slot_dispatches_the_rewritten_prompt_to_the_platform(api_client, job, platform, eager,
+                                                                  django_capture_on_commit_callbacks):
+    body = run_now(api_client, job, django_capture_on_commit_callbacks)
+    assert body["status"] == "dispatching"
+    assert body["prompt"] == "Write the nightly report. [checked]"
+    assert body["trigger"] == "manual"
+    [call] = platform.calls_to("/missions")
+    assert call["signed"] is True
+    assert set(call["body"]) == MISSION_KEYS
+    assert call["body"] == {"cronJobId": str(job.pk), "cronJobRunId": body["id"], "agentId": "18446744073709551615",
+                            "kind": "cron_job", "name": "Nightly report",
+                            "prompt": "Write the nightly report. [checked]"}
+    run = api_client.get(f"/api/v1/cron-runs/{body['id']}").json()
+    assert run["status"] == "running"
+    assert run["sessionId"].startswith("9007199254740993")
+    assert run["dispatchedAt"] is not None and run["finishedAt"] is None
+
+
+def test_a_cancelled_slot_is_recorded_with_its_reason_and_never_dispatched(api_client, job, platform, eager,
+                                                                           django_capture_on_commit_callbacks):
+    cron.update_job(job.account, job.pk, prompt="Nightly report #hold")
+    body = run_now(api_client, job, django_capture_on_commit_callbacks)
+    assert body["status"] == "cancelled"
+    assert body["reason"] == "held for maintenance"
+    assert body["cancelledBy"] == "rewriter"
+    assert body["finishedAt"] is not None
+    assert platform.calls == []
+    assert CancelLog.objects.get(hook="cronJobFiring").reason == "held for maintenance"
+    history = api_client.get(f"/api/v1/cron-jobs/{job.pk}/runs").json()["results"]
+    assert [(r["status"], r["reason"]) for r in history] == [("cancelled", "held for maintenance")]
+
+
+def test_an_overlapping_slot_is_skipped_without_firing_the_hook(api_client, job, platform, eager,
+                                                                 django_capture_on_commit_callbacks):
+    first = run_now(api_client, job, django_capture_on_commit_callbacks)
+    second = run_now(api_client, job, django_capture_on_commit_callbacks)
+    assert second["status"] == "skipped"
+    assert f"run {first['id']}" in second["reason"] and "running" in second["reason"]
+    assert hook_runs("cronJobFiring") == 1
+    assert len(platform.calls_to("/missions")) == 1
+    statuses = [r["status"] for r in api_client.get(f"/api/v1/cron-jobs/{job.pk}/runs").json()["results"]]
+    assert statuses == ["skipped", "running"]
+
+
+def test_the_same_slot_delivered_twice_fires_once(job, platform, eager, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.fire_cron_slot.apply(args=[job.pk], task_id="slot-1")
+        tasks.fire_cron_slot.apply(args=[job.pk], task_id="slot-1")
+    assert CronRun.objects.count() == 1
+    assert CronRun.objects.get().trigger == "schedule"
+    assert hook_runs("cronJobFiring") == 1
+    assert len(platform.calls_to("/missions")) == 1
+
+
+def test_a_disabled_job_ignores_its_schedule_but_can_run_now(api_client, job, platform, eager,
+                                                              django_capture_on_commit_callbacks):
+    cron.update_job(job.account, job.pk, enabled=False)
+    tasks.fire_cron_slot.apply(args=[job.pk], task_id="slot-1")
+    assert not CronRun.objects.exists()
+    assert run_now(api_client, job, django_capture_on_commit_callbacks)["status"] == "dispatching"
+
+
+def test_a_slot_of_a_deleted_job_does_nothing(job, eager):
+    job_id = job.pk
+    job.delete()
+    tasks.fire_cron_slot.apply(args=[job_id], task_id="slot-1")
+    assert not CronRun.objects.exists()
+
+
+def test_complete_fires_cron_job_completed_once_and_a_second_call_is_a_conflict(
+        api_client, job, platform, eager, django_capture_on_commit_callbacks):
+    run_id = run_now(api_client, job, django_capture_on_commit_callbacks)["id"]
+    with django_capture_on_commit_callbacks(execute=True):
+        first = api_client.post(f"/api/v1/cron-runs/{run_id}/complete", {"status": "completed"}, format="json")
+    assert first.status_code == 200, first.json()
+    assert first.json()["status"] == "completed"
+    assert first.json()["durationSeconds"] >= 0
+    assert hook_runs("cronJobCompleted") == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        second = api_client.post(f"/api/v1/cron-runs/{run_id}/complete", {"status": "failed"}, format="json")
+    assert second.status_code == 409
+    assert second.json()["error"]["status"] == "completed"
+    assert hook_runs("cronJobCompleted") == 1
+    assert CronRun.objects.get(pk=int(run_id)).status == "completed"
+
+
+def test_cron_job_completed_gets_the_run_the_session_and_the_status(api_client, job, platform, eager,
+                                                                     django_capture_on_commit_callbacks):
+    from plugins_app.services.execution.observers import after_chain
+
+    seen = []
+    after_chain.add("test", lambda run: seen.append((run.spec.name, run.result.context)))
+    try:
+        run_id = run_now(api_client, job, django_capture_on_commit_callbacks)["id"]
+        session_id = CronRun.objects.get(pk=int(run_id)).session_id
+        with django_capture_on_commit_callbacks(execute=True):
+            api_client.post(f"/api/v1/cron-runs/{run_id}/complete", {"status": "timed_out"}, format="json")
+    finally:
+        after_chain.remove("test")
+    [(_, context)] = [s for s in seen if s[0] == "cronJobCompleted"]
+    assert context == {"cronJobId": str(job.pk), "cronJobRunId": run_id, "sessionId": session_id,
+                       "agentId": "18446744073709551615", "status": "timed_out"}
+
+
+def test_cron_job_completed_fires_at_most_once_even_if_its_task_runs_twice(api_client, job, platform, eager,
+                                                                            django_capture_on_commit_callbacks):
+    run_id = int(run_now(api_client, job, django_capture_on_commit_callbacks)["id"])
+    with django_capture_on_commit_callbacks(execute=False):
+        api_client.post(f"/api/v1/cron-runs/{run_id}/complete", {"status": "completed"}, format="json")
+    assert cron.fire_completed(run_id) is True
+    assert cron.fire_completed(run_id) is False
+    assert hook_runs("cronJobCompleted") == 1
+
+
+@pytest.mark.parametrize("body, field", [({"status": "done"}, "status"), ({}, "status"),
+                                         ({"status": "completed", "sessionId": 5}, "sessionId")])
+def test_a_bad_complete_changes_nothing(api_client, job, platform, eager, django_capture_on_commit_callbacks,
+                                        body, field):
+    run_id = run_now(api_client, job, django_capture_on_commit_callbacks)["id"]
+    response = api_client.post(f"/api/v1/cron-runs/{run_id}/complete", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith(field)
+    assert CronRun.objects.get(pk=int(run_id)).status == "running"
+
+
+def test_a_cancelled_or_skipped_run_cannot_be_completed(api_client, job, platform, eager,
+                                                         django_capture_on_commit_callbacks):
+    cron.update_job(job.account, job.pk, prompt="#hold")
+    run_id = run_now(api_client, job, django_capture_on_commit_callbacks)["id"]
+    response = api_client.post(f"/api/v1/cron-runs/{run_id}/complete", {"status": "completed"}, format="json")
+    assert response.status_code == 409
+    assert hook_runs("cronJobCompleted") == 0
+
+
+def test_another_accounts_run_is_not_found(api_client, other_api_client, job, platform, eager,
+                                           django_capture_on_commit_callbacks):
+    run_id = run_now(api_client, job, django_capture_on_commit_callbacks)["id"]
+    response = other_api_client.post(f"/api/v1/cron-runs/{run_id}/complete", {"status": "completed"}, format="json")
+    assert response.status_code == 404
+    assert other_api_client.get(f"/api/v1/cron-runs/{run_id}").status_code == 404
+    assert CronRun.objects.get(pk=int(run_id)).status == "running"
+
+
+def test_a_quick_mission_may_close_before_its_dispatch_is_recorded(account, job, api_client):
+    run = cron.fire_slot(job.pk, trigger_key="k1")   # no platform call yet: still dispatching
+    assert run.status == "dispatching"
+    response = api_client.post(f"/api/v1/cron-runs/{run.pk}/complete", {"status": "completed"}, format="json")
+    assert response.status_code == 400 and "sessionId" in response.json()["error"]["message"]
+    response = api_client.post(f"/api/v1/cron-runs/{run.pk}/complete",
+                               {"status": "completed", "sessionId": "77"}, format="json")
+    assert response.status_code == 200
+    run.refresh_from_db()
+    assert (run.status, run.session_id) == ("completed", "77")
+    assert cron.dispatch(run.pk).status == "completed"   # a late dispatch task changes nothing
+
+
+def test_dispatch_is_retried_with_the_same_run_id_until_the_platform_accepts(job, platform, eager,
+                                                                             django_capture_on_commit_callbacks):
+    platform.fail("/missions", 503, 502)
+    eager.conf.task_eager_propagates = False   # an eager retry re-raises Retry after running the retries
+    with django_capture_on_commit_callbacks(execute=True):
+        run = cron.fire_slot(job.pk, trigger_key="k1")
+    attempts = [c for c in platform.calls if c["path"] == "/missions"]
+    assert [c["status"] for c in attempts] == [503, 502, 200]
+    assert {c["body"]["cronJobRunId"] for c in attempts} == {str(run.pk)}
+    run.refresh_from_db()
+    assert run.status == "running"
+
+
+def test_dispatch_gives_up_after_its_retries_and_frees_the_job(job, platform, eager, monkeypatch,
+                                                               django_capture_on_commit_callbacks):
+    monkeypatch.setattr(tasks.dispatch_mission, "max_retries", 2)
+    platform.fail("/missions", 503, 503, 503)
+    eager.conf.task_eager_propagates = False
+    with django_capture_on_commit_callbacks(execute=True):
+        run = cron.fire_slot(job.pk, trigger_key="k1")
+    run.refresh_from_db()
+    assert run.status == "dispatch_failed"
+    assert run.reason == "not dispatched: the platform could not be reached"
+    assert len(platform.calls) == 3
+    with django_capture_on_commit_callbacks(execute=True):
+        assert cron.fire_slot(job.pk, trigger_key="k2").status == "dispatching"
+    assert CronRun.objects.get(trigger_key="k2").status == "running"
+
+
+def test_an_unconfigured_platform_fails_the_dispatch_at_once(job, eager, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = cron.fire_slot(job.pk, trigger_key="k1")
+    run.refresh_from_db()
+    assert run.status == "dispatch_failed"
+    assert "not configured" in run.reason
+
+
+def test_a_mission_is_never_dispatched_unsigned(job, platform, eager, django_capture_on_commit_callbacks):
+    PlatformConfig.objects.filter(account=job.account).update(signing_secret="")   # saved before secrets were required
+    with django_capture_on_commit_callbacks(execute=True):
+        run = cron.fire_slot(job.pk, trigger_key="k1")
+    run.refresh_from_db()
+    assert run.status == "dispatch_failed" and "no signing secret" in run.reason
+    assert platform.calls == []
+
+
+def test_a_run_never_closed_expires_instead_of_blocking_the_job(job, settings):
+    stale = cron.fire_slot(job.pk, trigger_key="k1")
+    CronRun.objects.filter(pk=stale.pk).update(status="running", slot_at=timezone.now() - timedelta(days=2))
+    fresh = cron.fire_slot(job.pk, trigger_key="k2")
+    assert fresh.status == "dispatching"
+    stale.refresh_from_db()
+    assert stale.status == "expired"
+    assert str(settings.HUB_CRON_RUN_EXPIRY_SECONDS) in stale.reason
+
+
+def test_run_history_is_paginated_newest_first_and_filters_by_status(api_client, job):
+    for i in range(3):
+        run = cron.fire_slot(job.pk, trigger_key=f"k{i}")
+        CronRun.objects.filter(pk=run.pk).update(status="completed", slot_at=timezone.now() + timedelta(minutes=i))
+    cron.fire_slot(job.pk, trigger_key="k3")
+    CronRun.objects.filter(trigger_key="k3").update(slot_at=timezone.now() + timedelta(hours=1))
+    page = api_client.get(f"/api/v1/cron-jobs/{job.pk}/runs?pageSize=2").json()
+    assert page["count"] == 4 and len(page["results"]) == 2 and page["next"]
+    assert page["results"][0]["status"] == "dispatching"
+    completed = api_client.get(f"/api/v1/cron-jobs/{job.pk}/runs?status=completed").json()
+    assert completed["count"] == 3
+    assert api_client.get(f"/api/v1/cron-jobs/{job.pk}/runs?status=nope").status_code == 400
+
+
+def test_only_one_active_run_per_job_is_enforced_by_the_database(job):
+    from django.db import IntegrityError, transaction
+
+    cron.fire_slot(job.pk, trigger_key="k1")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        CronRun.objects.create(account=job.account, job=job, trigger_key="k2", trigger="manual",
+                               status="firing", slot_at=timezone.now())
+    assert CronJob.objects.get(pk=job.pk).runs.count() == 1
+
+
+def test_every_task_the_services_queue_by_name_is_registered():
+    from middleware_hub.celery import app
+    from plugins_app.services.scheduling import task_queue
+
+    names = [value for key, value in vars(task_queue).items() if key.isupper()]
+    assert len(names) == 5
+    assert all(name in app.tasks for name in names), sorted(set(names) - set(app.tasks))
+
+
+def test_a_fresh_process_finds_the_tasks_it_queues_by_name():
+    # A web process has not imported plugins_app.tasks when it first queues one (workers have).
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("import django, sys; django.setup(); from plugins_app.services.scheduling import task_queue as q;"
+              "assert 'plugins_app.tasks' not in sys.modules;"
+              "print(q.task(q.RUN_SHADOW).name, q.task(q.DISPATCH_MISSION).name)")
+    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[3],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["plugins_app.tasks.run_shadow", "plugins_app.tasks.dispatch_mission"]
