@@ -19,9 +19,9 @@ app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "deliver-due-notifications": {
         "task": DELIVER_DUE_NOTIFICATIONS,
-        "schedule": settings.HUB_NOTIFY_SWEEP_SECONDS,
+        "schedule": settings.HUB_SCHEDULING.notify_sweep_seconds,
         # A sweep that waited longer than a few periods is superseded by the next one.
-        "options": {"expires": max(settings.HUB_NOTIFY_SWEEP_SECONDS * 5, 10)},
+        "options": {"expires": max(settings.HUB_SCHEDULING.notify_sweep_seconds * 5, 10)},
     },
 }
 

@@ -3,9 +3,15 @@ import os
 from pathlib import Path
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
 
+from plugins_app.environment import Env
 from plugins_app.runtime.config import EngineConfig
+from plugins_app.services.engine.config import AdmissionConfig
+from plugins_app.services.execution.config import QuarantineConfig
+from plugins_app.services.host.config import HostConfig
+from plugins_app.services.observability.config import MetricsConfig
+from plugins_app.services.scheduling.config import SchedulingConfig
+from plugins_app.services.ssh.config import SshConfig
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # HUB_VAR_DIR moves the SQLite file and the file-system broker (tests run a whole dev hub in a temp dir).
@@ -35,7 +41,7 @@ SECRET_KEY = env("DJANGO_SECRET_KEY", "django-insecure-dev-only-change-me-in-pro
 DEBUG = env_bool("DJANGO_DEBUG", True)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 
-# HTTPS (README "Production settings"): on by default when DEBUG is off, off for development.
+# HTTPS (docs/production.md, "Production settings"): on by default when DEBUG is off, off for development.
 _PRODUCTION = not DEBUG
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", _PRODUCTION)
 CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", _PRODUCTION)
@@ -200,25 +206,14 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = TIME_ZONE
 
-# Scheduled missions and timers (plugins_app.services.scheduling.cron / notifications, plugins_app.tasks).
-HUB_CRON_MIN_INTERVAL_SECONDS = int(env("HUB_CRON_MIN_INTERVAL_SECONDS", 60))
-# A slot no worker started within this long (or one interval) is dropped; the next one is due.
-HUB_CRON_SLOT_GRACE_SECONDS = int(env("HUB_CRON_SLOT_GRACE_SECONDS", 300))
-# A run the platform has not closed after this long stops blocking its job's next slots.
-HUB_CRON_RUN_EXPIRY_SECONDS = int(env("HUB_CRON_RUN_EXPIRY_SECONDS", 24 * 3600))
-HUB_NOTIFY_MAX_DELAY_SECONDS = int(env("HUB_NOTIFY_MAX_DELAY_SECONDS", 365 * 24 * 3600))
-# Beat's sweep hands due timers to the workers this often (the timers' precision).
-HUB_NOTIFY_SWEEP_SECONDS = max(1, int(env("HUB_NOTIFY_SWEEP_SECONDS", 2)))
-HUB_NOTIFY_SWEEP_BATCH = int(env("HUB_NOTIFY_SWEEP_BATCH", 500))
-HUB_NOTIFY_REQUEUE_SECONDS = int(env("HUB_NOTIFY_REQUEUE_SECONDS", 60))
-HUB_NOTIFY_RECLAIM_SECONDS = int(env("HUB_NOTIFY_RECLAIM_SECONDS", 3600))
-# Platform deliveries (missions, timers) retry with exponential backoff: 1 s, 2 s, 4 s ... capped.
-HUB_DELIVERY_MAX_RETRIES = int(env("HUB_DELIVERY_MAX_RETRIES", 8))
-HUB_DELIVERY_BACKOFF_MAX_SECONDS = int(env("HUB_DELIVERY_BACKOFF_MAX_SECONDS", 300))
-# The platform bridge (plugins_app.services.host.platform) connects only to these: host names
-# (".example.com" also matches subdomains), addresses and CIDR networks. Empty allows none; a
-# development server (DEBUG) allows loopback unless the variable is set.
-HUB_PLATFORM_ALLOWED_HOSTS = env_list("HUB_PLATFORM_ALLOWED_HOSTS", ["127.0.0.0/8", "::1"] if DEBUG else [])
+# Each concern's settings as one typed, validated value (its class says what each field does and
+# which variable sets it); a bad value stops the start with the variable's name.
+HUB_SCHEDULING = SchedulingConfig.from_env(os.environ)   # missions, timers, platform deliveries
+HUB_HOST = HostConfig.from_env(os.environ, debug=DEBUG)    # host.fetch, the platform bridge, host.llm, logs
+HUB_SSH = SshConfig.from_env(os.environ)
+HUB_QUARANTINE = QuarantineConfig.from_env(os.environ)
+HUB_ADMISSION = AdmissionConfig.from_env(os.environ)      # fair admission of execute calls
+HUB_METRICS = MetricsConfig.from_env(os.environ)          # GET /metrics
 
 # Hook engine: plugins_app.runtime.config.EngineConfig reads and checks its variables (each field
 # says what it does), as gunicorn.conf.py and the engine supervisor do. Code reads these four
@@ -228,62 +223,8 @@ HUB_ENGINE_PROCESSES = _engine.processes          # a process's own engines (gun
 HUB_LANE_PROCESSES = _engine.lane_processes
 HUB_ISOLATE_MEMORY_MB = _engine.isolate_memory_mb
 HUB_BUDGET_MS = _engine.budget_ms
-# Usage metering is buffered and written every N seconds (0 writes on every call).
-HUB_METERING_FLUSH_SECONDS = float(env("HUB_METERING_FLUSH_SECONDS", 2))
-
-# GET /metrics: with a token set, callers must send it as a bearer token; without one, loopback only.
-HUB_METRICS_TOKEN = env("HUB_METRICS_TOKEN", "")
-HUB_METRICS_MAX_PLUGINS = int(env("HUB_METRICS_MAX_PLUGINS", 200))   # distinct plugin labels per process
-HUB_METRICS_FLUSH_SECONDS = float(env("HUB_METRICS_FLUSH_SECONDS", 1))   # how often a process applies its observations
-# An installation that times out, wedges or runs out of memory this many times within the window is
-# skipped for the cool-down; any such misbehaviour also moves it to the slow lane for a while.
-HUB_QUARANTINE_STRIKES = int(env("HUB_QUARANTINE_STRIKES", 3))
-HUB_QUARANTINE_WINDOW_SECONDS = int(env("HUB_QUARANTINE_WINDOW_SECONDS", 600))
-HUB_QUARANTINE_SECONDS = int(env("HUB_QUARANTINE_SECONDS", 600))
-HUB_SLOW_LANE_SECONDS = int(env("HUB_SLOW_LANE_SECONDS", 600))
-# Fair admission in each web process: one account runs Python for at most this many execute calls
-# at once (its other calls wait their turn; a call waiting on an engine or a host call doesn't
-# count), and at most HUB_EXECUTE_CONCURRENCY calls run at all. 0 = no such limit.
-HUB_EXECUTE_CONCURRENCY = int(env("HUB_EXECUTE_CONCURRENCY", 0))
-HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT = int(env("HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT", 1))
-# "machine": the web processes sharing an engine tier (gunicorn's workers) also share
-# HUB_EXECUTE_MACHINE_PLACES places (0 = one per CPU) by fair share: an account may run Python for
-# that many calls at once divided by the accounts running, and always one. A lone tenant can use
-# the machine; beside others, a tenant's many callers can't take a place in each worker.
-# "process": each web process only counts its own.
-HUB_EXECUTE_PER_ACCOUNT_SCOPE = env("HUB_EXECUTE_PER_ACCOUNT_SCOPE", "machine")
-HUB_EXECUTE_MACHINE_PLACES = int(env("HUB_EXECUTE_MACHINE_PLACES", 0))
-# Beside other accounts, a call that found its account's machine place taken keeps it resting this
-# many times as long as it held it (at most HUB_EXECUTE_MAX_REST_MS): a tenant calling from many
-# connections then gets about one caller's share of calls per second. 0 = no rest.
-HUB_EXECUTE_REST_FACTOR = float(env("HUB_EXECUTE_REST_FACTOR", 2))
-HUB_EXECUTE_MAX_REST_MS = float(env("HUB_EXECUTE_MAX_REST_MS", 100))
-for _name in ("HUB_EXECUTE_REST_FACTOR", "HUB_EXECUTE_MAX_REST_MS"):
-    if not 0 <= globals()[_name] < float("inf"):   # (NaN fails too)
-        raise ImproperlyConfigured(f"{_name} must be a finite number, 0 or more")
-if HUB_EXECUTE_PER_ACCOUNT_SCOPE not in ("machine", "process"):
-    raise ImproperlyConfigured("HUB_EXECUTE_PER_ACCOUNT_SCOPE must be 'machine' or 'process'")
-
-# SSH (plugins_app.services.ssh.client). Private keys are encrypted with a key derived from
-# HUB_SSH_KEY_SECRET, or from SECRET_KEY when that is empty.
-HUB_SSH_KEY_SECRET = env("HUB_SSH_KEY_SECRET", "")
-HUB_SSH_MAX_OUTPUT_BYTES = int(env("HUB_SSH_MAX_OUTPUT_BYTES", 1024 * 1024))
-HUB_SSH_CONNECT_TIMEOUT_SECONDS = float(env("HUB_SSH_CONNECT_TIMEOUT_SECONDS", 10))
-HUB_SSH_COMMAND_TIMEOUT_SECONDS = float(env("HUB_SSH_COMMAND_TIMEOUT_SECONDS", 300))
-HUB_SSH_TURN_TTL_SECONDS = int(env("HUB_SSH_TURN_TTL_SECONDS", 24 * 3600))
-
-# Host surface (plugins_app.services.host.registry): what plugins may reach through host.*.
-# host.fetch refuses loopback, private, link-local and metadata addresses unless this is on.
-HUB_FETCH_ALLOW_PRIVATE = env_bool("HUB_FETCH_ALLOW_PRIVATE", False)
-HUB_FETCH_MAX_BYTES = int(env("HUB_FETCH_MAX_BYTES", 1024 * 1024))
-HUB_FETCH_TIMEOUT_SECONDS = float(env("HUB_FETCH_TIMEOUT_SECONDS", 5))
-# host.llm / host.decide: an OpenAI-compatible chat completions endpoint (OpenAI, Ollama, vLLM).
-LLM_BASE_URL = env("LLM_BASE_URL", "")
-LLM_API_KEY = env("LLM_API_KEY", "")
-LLM_MODEL = env("LLM_MODEL", "")
-LLM_TIMEOUT_SECONDS = float(env("LLM_TIMEOUT_SECONDS", 5))
-HUB_PLUGIN_LOG_LIMIT = int(env("HUB_PLUGIN_LOG_LIMIT", 1000))
-HUB_WORKSPACE_QUOTA_BYTES = int(env("HUB_WORKSPACE_QUOTA_BYTES", 5 * 1024 * 1024))
+# Usage metering and API key use are buffered and written every N seconds (0 writes on every call).
+HUB_METERING_FLUSH_SECONDS = Env(os.environ).number("HUB_METERING_FLUSH_SECONDS", 2.0)
 
 LOGGING = {
     "version": 1,

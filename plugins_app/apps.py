@@ -10,10 +10,15 @@ class PluginsAppConfig(AppConfig):
 
     def ready(self):
         # Imported here: models must be loaded before the services are.
+        from django.core import checks
+        from django.db.models.signals import post_delete
+
+        from plugins_app.models import CronJob
+        from plugins_app.models.scheduling import delete_periodic_task
         from plugins_app.services.engine import admission, tier
         from plugins_app.services.execution import quarantine
         from plugins_app.services.execution.observers import after_chain
-        from plugins_app.services.host import log, registry
+        from plugins_app.services.host import log, platform, registry
         from plugins_app.services.observability import latency, metering, metrics
         from plugins_app.services.versions import shadow
 
@@ -30,3 +35,5 @@ class PluginsAppConfig(AppConfig):
         after_chain.add("plugin logs", log.store_logs)
         after_chain.add("shadow", shadow.observe_chain)
         metrics.register()   # Celery's task signals
+        checks.register(platform.check_allowed_hosts_setting, checks.Tags.security)
+        post_delete.connect(delete_periodic_task, sender=CronJob, dispatch_uid="cron_job_periodic_task_cleanup")

@@ -10,8 +10,8 @@ from plugins_app.services.versions import shadow
 # Deliveries to the platform: Celery retries a temporary failure with exponential backoff; the
 # message is acknowledged only once the task finished, so a worker that dies mid-task loses nothing.
 DELIVERY = dict(bind=True, autoretry_for=(PlatformError,), retry_backoff=True, retry_jitter=True,
-                retry_backoff_max=settings.HUB_DELIVERY_BACKOFF_MAX_SECONDS,
-                max_retries=settings.HUB_DELIVERY_MAX_RETRIES, acks_late=True, reject_on_worker_lost=True)
+                retry_backoff_max=settings.HUB_SCHEDULING.delivery_backoff_max_seconds,
+                max_retries=settings.HUB_SCHEDULING.delivery_max_retries, acks_late=True, reject_on_worker_lost=True)
 
 
 def _last_attempt(task) -> bool:
@@ -42,7 +42,7 @@ def fire_cron_completed(run_id: int):
 @shared_task
 def deliver_due_notifications():
     """Beat's sweep: the database, not the broker, knows which timers are due."""
-    batch = settings.HUB_NOTIFY_SWEEP_BATCH
+    batch = settings.HUB_SCHEDULING.notify_sweep_batch
     for notification_id in notifications.due(batch):
         deliver_notification.delay(notification_id)
     for notification_id, claim in notifications.stale_claims(batch):

@@ -1,5 +1,6 @@
 """Shared fixtures (accounts and authenticated API clients) and service-marker gating."""
 import os
+from dataclasses import replace
 
 import pytest
 from rest_framework.test import APIClient
@@ -46,7 +47,7 @@ def fresh_hub_state(settings):
     # chain cache, and write metering at once so tests can read it.
     settings.HUB_METERING_FLUSH_SECONDS = 0
     # Tests' platforms are local stubs: allow loopback whatever DJANGO_DEBUG says.
-    settings.HUB_PLATFORM_ALLOWED_HOSTS = ["127.0.0.1", "::1"]
+    settings.HUB_HOST = replace(settings.HUB_HOST, platform_allowed_hosts=["127.0.0.1", "::1"])
     chain_cache.clear()
     yield
     chain_cache.clear()

@@ -2,8 +2,6 @@
 
 from django.db import models
 from django.db.models import Q
-from django.db.models.signals import post_delete
-from django.dispatch import receiver
 from django_celery_beat.models import PeriodicTask
 
 from accounts.models import Account
@@ -53,9 +51,9 @@ class CronJob(models.Model):
         return f"{self.cron_expression} ({self.timezone})"
 
 
-@receiver(post_delete, sender=CronJob, dispatch_uid="cron_job_periodic_task_cleanup")
-def _delete_periodic_task(sender, instance: CronJob, **kwargs):
-    # Also on cascades (an account deleted), which never call CronJob.delete().
+def delete_periodic_task(sender, instance: CronJob, **kwargs):
+    """A post_delete receiver (connected in the app's ready()): a deleted job's beat entry goes too.
+    Also on cascades (an account deleted), which never call CronJob.delete()."""
     if instance.periodic_task_id:
         PeriodicTask.objects.filter(pk=instance.periodic_task_id).delete()
 

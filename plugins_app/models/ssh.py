@@ -18,7 +18,7 @@ def _fernet(secret: str) -> Fernet:
 def key_cipher() -> MultiFernet:
     """Encrypts with HUB_SSH_KEY_SECRET (or SECRET_KEY); decrypts with that, SECRET_KEY and
     SECRET_KEY_FALLBACKS, so setting or rotating a secret does not strand stored keys."""
-    primary = getattr(settings, "HUB_SSH_KEY_SECRET", "") or settings.SECRET_KEY
+    primary = settings.HUB_SSH.key_secret or settings.SECRET_KEY
     secrets = [primary, settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
     return MultiFernet([_fernet(s) for s in dict.fromkeys(secrets)])
 

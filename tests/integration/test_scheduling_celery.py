@@ -1,5 +1,7 @@
 """Cron slots and timers end to end: real Redis, a Celery worker and beat, and a signed platform stub."""
 
+from dataclasses import replace
+
 import pytest
 from django.utils import timezone
 
@@ -35,7 +37,7 @@ def client(account):
 
 
 def interval_job(account, settings, prompt="Summarise the on-call pages.", every=2):
-    settings.HUB_CRON_MIN_INTERVAL_SECONDS = 1
+    settings.HUB_SCHEDULING = replace(settings.HUB_SCHEDULING, cron_min_interval_seconds=1)
     return cron.create_job(account, agent_id="18446744073709551615", kind="heartbeat", name="Pager digest",
                            prompt=prompt, interval_seconds=every)
 

@@ -3,6 +3,7 @@
 import os
 import pwd
 import time
+from dataclasses import replace
 
 import asyncssh
 import pytest
@@ -39,7 +40,7 @@ def test_commands_run_through_the_users_login_shell_and_carry_nothing_over(make_
 
 
 def test_output_is_capped_and_says_so(make_host, settings):
-    settings.HUB_SSH_MAX_OUTPUT_BYTES = 1000
+    settings.HUB_SSH = replace(settings.HUB_SSH, max_output_bytes=1000)
     result = run(make_host(), "head -c 5000 /dev/zero | tr '\\0' a; echo fine >&2")
     assert result.output == "a" * 1000
     assert result.is_truncated is True

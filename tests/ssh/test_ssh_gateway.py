@@ -2,6 +2,7 @@
 
 import json
 import logging
+from dataclasses import replace
 from datetime import timedelta
 
 import asyncssh
@@ -190,7 +191,7 @@ def test_a_chain_that_removes_the_command_cancels_the_operation(gateway, make_ho
 
 
 def test_a_slow_command_answers_with_what_it_printed_before_the_timeout(gateway, make_host, settings):
-    settings.HUB_SSH_COMMAND_TIMEOUT_SECONDS = 1
+    settings.HUB_SSH = replace(settings.HUB_SSH, command_timeout_seconds=1)
     body = gateway(make_host(), command="echo partial; sleep 30").json()
     assert body["outcome"] == "completed"
     assert body["result"]["exitCode"] == 124 and body["result"]["timedOut"] is True
@@ -198,7 +199,7 @@ def test_a_slow_command_answers_with_what_it_printed_before_the_timeout(gateway,
 
 
 def test_long_output_is_capped_and_the_completed_hook_knows(gateway, make_host, install, settings):
-    settings.HUB_SSH_MAX_OUTPUT_BYTES = 100
+    settings.HUB_SSH = replace(settings.HUB_SSH, max_output_bytes=100)
     install("globalThis.middleware.sshCommandCompleted = async (c) => "
             "({ output: c.isTruncated ? c.output.length + ' chars kept' : 'whole' });")
     body = gateway(make_host(), command="head -c 1000 /dev/zero | tr '\\0' x").json()
@@ -239,7 +240,7 @@ def test_an_opening_in_progress_answers_409_and_an_abandoned_one_is_taken_over(g
 
 
 def test_remembered_turns_expire(gateway, make_host, settings):
-    settings.HUB_SSH_TURN_TTL_SECONDS = 3600
+    settings.HUB_SSH = replace(settings.HUB_SSH, turn_ttl_seconds=3600)
     host = make_host()
     gateway(host, command="true")
     SshTurn.objects.update(created_at=timezone.now() - timedelta(hours=2))

@@ -219,8 +219,8 @@ def get_gate() -> FairGate | OpenGate:
     if _gate is None:
         with _gate_lock:
             if _gate is None:
-                capacity = settings.HUB_EXECUTE_CONCURRENCY or math.inf
-                per_account = settings.HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT or math.inf
+                capacity = settings.HUB_ADMISSION.concurrency or math.inf
+                per_account = settings.HUB_ADMISSION.per_account or math.inf
                 _gate = (FairGate(capacity, per_account, on_wait=_on_wait,
                                   machine=_machine_places(per_account), on_rest=_on_rest)
                          if min(capacity, per_account) < math.inf else OpenGate())
@@ -231,12 +231,12 @@ def _machine_places(per_account: float) -> MachinePlaces | None:
     """Accounts share the machine's places when its web processes share an engine tier
     (HUB_ENGINE_DIR, set by gunicorn.conf.py) and HUB_EXECUTE_PER_ACCOUNT_SCOPE is "machine"."""
     directory = os.environ.get("HUB_ENGINE_DIR")
-    if settings.HUB_EXECUTE_PER_ACCOUNT_SCOPE != "machine" or not directory or per_account == math.inf:
+    if settings.HUB_ADMISSION.per_account_scope != "machine" or not directory or per_account == math.inf:
         return None
-    capacity = settings.HUB_EXECUTE_MACHINE_PLACES or len(os.sched_getaffinity(0))
+    capacity = settings.HUB_ADMISSION.machine_places or len(os.sched_getaffinity(0))
     return MachinePlaces(os.path.join(directory, "admission.lock"), capacity,
-                         rest_factor=settings.HUB_EXECUTE_REST_FACTOR,
-                         max_rest=settings.HUB_EXECUTE_MAX_REST_MS / 1000)
+                         rest_factor=settings.HUB_ADMISSION.rest_factor,
+                         max_rest=settings.HUB_ADMISSION.max_rest_ms / 1000)
 
 
 # Which account an API key prefix belongs to, learnt from authenticated calls, so a second key

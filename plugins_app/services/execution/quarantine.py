@@ -48,7 +48,7 @@ def observe_chain(run: ChainRun) -> None:
 
 
 def _window() -> timedelta:
-    return timedelta(seconds=settings.HUB_QUARANTINE_WINDOW_SECONDS)
+    return timedelta(seconds=settings.HUB_QUARANTINE.window_seconds)
 
 
 def _as_pk(value) -> int | None:
@@ -98,7 +98,7 @@ def in_slow_lane(installation: Installation, now: datetime | None = None) -> boo
 
 
 def _quarantine_reason(count: int, kind: str, message: str) -> str:
-    window = _duration(settings.HUB_QUARANTINE_WINDOW_SECONDS)
+    window = _duration(settings.HUB_QUARANTINE.window_seconds)
     reason = f"{count} timeouts/wedges/memory overruns within {window}; the last {MISBEHAVIOURS[kind]}"
     return f"{reason}: {message}"[:REASON_CHARS] if message else reason[:REASON_CHARS]
 
@@ -106,13 +106,13 @@ def _quarantine_reason(count: int, kind: str, message: str) -> str:
 def _enter_slow_lane(installation: Installation, reason: str, now: datetime) -> bool:
     """Extend the installation's slow lane (unsaved); True when it was not in the lane before."""
     newly = not in_slow_lane(installation, now)
-    installation.slow_lane_until = now + timedelta(seconds=settings.HUB_SLOW_LANE_SECONDS)
+    installation.slow_lane_until = now + timedelta(seconds=settings.HUB_QUARANTINE.slow_lane_seconds)
     installation.slow_lane_reason = (reason or "")[:REASON_CHARS]
     return newly
 
 
 def _quarantine(installation: Installation, reason: str, now: datetime) -> None:
-    installation.quarantined_until = now + timedelta(seconds=settings.HUB_QUARANTINE_SECONDS)
+    installation.quarantined_until = now + timedelta(seconds=settings.HUB_QUARANTINE.seconds)
     installation.quarantine_reason = reason
     installation.quarantine_warned = False
     installation.strikes = []
@@ -130,7 +130,7 @@ def record_misbehaviour(account_id, installation_id, kind: str, message: str, *,
             return False
         strikes = recent_strikes(installation.strikes, now) + [now.isoformat()]
         installation.strikes = strikes[-MAX_STRIKES_KEPT:]
-        quarantined = len(strikes) >= settings.HUB_QUARANTINE_STRIKES
+        quarantined = len(strikes) >= settings.HUB_QUARANTINE.strikes
         if quarantined:
             _quarantine(installation, _quarantine_reason(len(strikes), kind, message), now)
         newly_slow = _enter_slow_lane(installation, f"{MISBEHAVIOURS[kind]}: {message}", now)

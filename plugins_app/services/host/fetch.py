@@ -98,10 +98,10 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
     except ValueError:
         raise HostError("host.fetch: the URL's port is not a number from 0 to 65535") from None
     try:
-        addresses = ssrf.checked_addresses(parts.hostname, port, allow_private=settings.HUB_FETCH_ALLOW_PRIVATE)
+        addresses = ssrf.checked_addresses(parts.hostname, port, allow_private=settings.HUB_HOST.fetch_allow_private)
     except ssrf.Refused as exc:
         raise HostError(f"host.fetch refused: {exc}") from None
-    deadline = time.monotonic() + min(settings.HUB_FETCH_TIMEOUT_SECONDS, 5.0)
+    deadline = time.monotonic() + min(settings.HUB_HOST.fetch_timeout_seconds, 5.0)
     context = ssl.create_default_context() if parts.scheme == "https" else None
     try:
         conn = ssrf.connect_pinned(parts.scheme, parts.hostname, port, addresses, deadline, context)
@@ -112,7 +112,7 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
     try:
         conn.request(method, target, body=body, headers=headers or {})
         response = conn.getresponse()
-        raw = b"" if method == "HEAD" else _read_body(response, deadline, settings.HUB_FETCH_MAX_BYTES, sock)
+        raw = b"" if method == "HEAD" else _read_body(response, deadline, settings.HUB_HOST.fetch_max_bytes, sock)
     except (OSError, http.client.HTTPException) as exc:
         kind = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
         raise HostError(f"host.fetch: {parts.hostname} failed: {kind}") from None

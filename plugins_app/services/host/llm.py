@@ -26,17 +26,17 @@ DECIDE_SYSTEM = ("You choose exactly one option. Reply with that option's text, 
 
 def complete(messages: list[dict], options: dict | None = None, *, member_name: str = "llm") -> str:
     """POST {LLM_BASE_URL}/chat/completions; return the assistant's text."""
-    if not settings.LLM_BASE_URL or not settings.LLM_MODEL:
+    if not settings.HUB_HOST.llm_base_url or not settings.HUB_HOST.llm_model:
         raise HostError(f"host.{member_name} is not available: no LLM endpoint is configured on this hub "
                         "(LLM_BASE_URL and LLM_MODEL)")
-    body = json.dumps({**(options or {}), "model": settings.LLM_MODEL, "messages": messages}).encode()
+    body = json.dumps({**(options or {}), "model": settings.HUB_HOST.llm_model, "messages": messages}).encode()
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if settings.LLM_API_KEY:
-        headers["Authorization"] = f"Bearer {settings.LLM_API_KEY}"
-    request = urllib.request.Request(settings.LLM_BASE_URL.rstrip("/") + "/chat/completions", data=body,
+    if settings.HUB_HOST.llm_api_key:
+        headers["Authorization"] = f"Bearer {settings.HUB_HOST.llm_api_key}"
+    request = urllib.request.Request(settings.HUB_HOST.llm_base_url.rstrip("/") + "/chat/completions", data=body,
                                      headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=min(settings.LLM_TIMEOUT_SECONDS, 5.0)) as response:
+        with urllib.request.urlopen(request, timeout=min(settings.HUB_HOST.llm_timeout_seconds, 5.0)) as response:
             raw = response.read(MAX_RESPONSE_BYTES + 1)
     except urllib.error.HTTPError as exc:
         raise HostError(f"host.{member_name}: the LLM endpoint answered HTTP {exc.code}: "

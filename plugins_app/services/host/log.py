@@ -36,7 +36,7 @@ def store_logs(run: ChainRun) -> None:
 
 def prune(installation_id: int, limit: int | None = None) -> int:
     """Delete an installation's oldest lines beyond `limit` (HUB_PLUGIN_LOG_LIMIT); returns how many."""
-    limit = settings.HUB_PLUGIN_LOG_LIMIT if limit is None else limit
+    limit = settings.HUB_HOST.plugin_log_limit if limit is None else limit
     cutoff = list(PluginLog.objects.filter(installation_id=installation_id).order_by("-id")
                   .values_list("id", flat=True)[limit:limit + 1])
     if not cutoff:

@@ -111,7 +111,7 @@ def check_secret(value) -> str:
 
 def allowed_hosts() -> ssrf.AllowList:
     """The operator's HUB_PLATFORM_ALLOWED_HOSTS (a list, or one comma-separated string)."""
-    value = settings.HUB_PLATFORM_ALLOWED_HOSTS
+    value = settings.HUB_HOST.platform_allowed_hosts
     entries = value.split(",") if isinstance(value, str) else value
     try:
         return _allow_list(tuple(entries))
@@ -119,9 +119,9 @@ def allowed_hosts() -> ssrf.AllowList:
         raise ImproperlyConfigured(f"HUB_PLATFORM_ALLOWED_HOSTS: {exc}") from None
 
 
-@checks.register(checks.Tags.security)
 def check_allowed_hosts_setting(app_configs=None, **kwargs) -> list:
-    """A malformed HUB_PLATFORM_ALLOWED_HOSTS stops the server at start, not at the first PUT."""
+    """A system check (registered in the app's ready()): a malformed HUB_PLATFORM_ALLOWED_HOSTS stops
+    the server at start, not at the first PUT."""
     try:
         allowed_hosts()
     except ImproperlyConfigured as exc:

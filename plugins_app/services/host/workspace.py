@@ -58,7 +58,7 @@ def write(call: HostCall, args: list) -> dict:
     if not isinstance(content, str):
         raise HostError("host.workspace.write: the content must be a string")
     size = len(content.encode())
-    quota = settings.HUB_WORKSPACE_QUOTA_BYTES
+    quota = settings.HUB_HOST.workspace_quota_bytes
     with transaction.atomic():
         # Lock the agent's files so two writers cannot both fit under the quota (PostgreSQL
         # refuses FOR UPDATE with an aggregate, so the sum is taken here).

@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -48,8 +49,8 @@ class _BoundedLabel:
     """The first `limit` distinct values seen by this process keep their name; later ones are
     counted as "other", so a flood of new plugin names cannot grow the series without end."""
 
-    def __init__(self, setting: str, default: int):
-        self.setting, self.default = setting, default
+    def __init__(self, limit: Callable[[], int]):
+        self.limit = limit
         self.seen: set[str] = set()
         self.lock = threading.Lock()
 
@@ -57,13 +58,13 @@ class _BoundedLabel:
         if value in self.seen:
             return value
         with self.lock:
-            if len(self.seen) >= int(getattr(settings, self.setting, self.default)):
+            if len(self.seen) >= self.limit():
                 return OTHER
             self.seen.add(value)
             return value
 
 
-plugin_label = _BoundedLabel("HUB_METRICS_MAX_PLUGINS", 200)
+plugin_label = _BoundedLabel(lambda: settings.HUB_METRICS.max_plugins)
 
 
 def hook_label(hook: str) -> str:
@@ -83,7 +84,7 @@ class _Deferred:
 
     @property
     def interval(self) -> float:
-        return float(getattr(settings, "HUB_METRICS_FLUSH_SECONDS", 1.0))
+        return settings.HUB_METRICS.flush_seconds
 
     def add(self, item: tuple) -> None:
         self.queue.append(item)
@@ -263,12 +264,12 @@ def scrape() -> bytes:
 
 
 def token_set() -> bool:
-    return bool(getattr(settings, "HUB_METRICS_TOKEN", ""))
+    return bool(settings.HUB_METRICS.token)
 
 
 def may_scrape(authorization: str, remote_addr: str) -> tuple[bool, str]:
     """(allowed, why not): a bearer token when HUB_METRICS_TOKEN is set, else loopback callers only."""
-    token = getattr(settings, "HUB_METRICS_TOKEN", "")
+    token = settings.HUB_METRICS.token
     if token:
         scheme, _, given = authorization.partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):

@@ -49,7 +49,7 @@ def check_schedule(cron_expression: str, interval_seconds, tz: str) -> None:
     except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):   # "Europe" is a directory
         raise InvalidInput("schedule.timezone", f"unknown time zone {tz!r}") from None
     if interval_seconds is not None:
-        minimum = settings.HUB_CRON_MIN_INTERVAL_SECONDS
+        minimum = settings.HUB_SCHEDULING.cron_min_interval_seconds
         if isinstance(interval_seconds, bool) or not isinstance(interval_seconds, int) or interval_seconds < minimum:
             raise InvalidInput("schedule.intervalSeconds", f"expected an integer of at least {minimum}")
         return
@@ -140,7 +140,7 @@ def sync_schedule(job: CronJob) -> PeriodicTask:
                          .order_by("pk").first()
                          or IntervalSchedule.objects.create(every=job.interval_seconds, period=IntervalSchedule.SECONDS))
         # A slot a busy worker could not start within one interval is stale: the next one is due.
-        task.expire_seconds = min(job.interval_seconds, settings.HUB_CRON_SLOT_GRACE_SECONDS)
+        task.expire_seconds = min(job.interval_seconds, settings.HUB_SCHEDULING.cron_slot_grace_seconds)
     else:
         minute, hour, day_of_month, month_of_year, day_of_week = job.cron_expression.split()
         fields = dict(minute=minute, hour=hour, day_of_month=day_of_month, month_of_year=month_of_year,
@@ -148,7 +148,7 @@ def sync_schedule(job: CronJob) -> PeriodicTask:
         task.interval = None
         task.crontab = (CrontabSchedule.objects.filter(**fields).order_by("pk").first()
                         or CrontabSchedule.objects.create(**fields))
-        task.expire_seconds = settings.HUB_CRON_SLOT_GRACE_SECONDS
+        task.expire_seconds = settings.HUB_SCHEDULING.cron_slot_grace_seconds
     task.save()
     if job.periodic_task_id != task.pk:
         job.periodic_task = task
@@ -240,10 +240,10 @@ def _finish(run_id: int, from_status: str, to_status: str, **fields) -> bool:
 
 def _expire_stale_runs(job: CronJob, now) -> None:
     """A run the platform never closed must not hold the job forever."""
-    cutoff = now - timedelta(seconds=settings.HUB_CRON_RUN_EXPIRY_SECONDS)
+    cutoff = now - timedelta(seconds=settings.HUB_SCHEDULING.cron_run_expiry_seconds)
     expired = CronRun.objects.filter(job=job, status__in=CronRun.ACTIVE, slot_at__lt=cutoff).update(
         status=Status.EXPIRED, finished_at=now,
-        reason=f"no completion heard within {settings.HUB_CRON_RUN_EXPIRY_SECONDS} s")
+        reason=f"no completion heard within {settings.HUB_SCHEDULING.cron_run_expiry_seconds} s")
     if expired:
         logger.warning("cron job %s: %d stale run(s) expired", job.pk, expired)
 

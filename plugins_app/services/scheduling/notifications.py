@@ -31,7 +31,7 @@ def _check_request(session_id, message, delay_seconds) -> None:
         raise InvalidInput("message", "expected a string")
     if len(message) > MAX_MESSAGE_CHARS:
         raise InvalidInput("message", f"over {MAX_MESSAGE_CHARS} characters")
-    maximum = settings.HUB_NOTIFY_MAX_DELAY_SECONDS
+    maximum = settings.HUB_SCHEDULING.notify_max_delay_seconds
     if (isinstance(delay_seconds, bool) or not isinstance(delay_seconds, (int, float))
             or not math.isfinite(delay_seconds) or not 0 <= delay_seconds <= maximum):
         raise InvalidInput("delaySeconds", f"expected a number of seconds from 0 to {maximum}")
@@ -50,7 +50,7 @@ def schedule(account, *, session_id, message, delay_seconds) -> tuple[Notificati
             cancelled_by=result.cancellation.plugin)
         return note, result, effects
     # A plugin may return any finite delay >= 0; beyond the maximum it is clamped, not an error.
-    delay = min(float(result.context["delaySeconds"]), settings.HUB_NOTIFY_MAX_DELAY_SECONDS)
+    delay = min(float(result.context["delaySeconds"]), settings.HUB_SCHEDULING.notify_max_delay_seconds)
     note = Notification.objects.create(
         **common, message=result.context["message"], delay_seconds=delay, status=Status.SCHEDULED,
         due_at=timezone.now() + timedelta(seconds=delay))
@@ -79,7 +79,7 @@ def due(limit: int) -> list[int]:
     """Timers that are due and not handed to a worker in the last requeue period; marks them queued.
     Timers whose delivery was claimed long ago and never finished (a lost message) are reclaimed."""
     now = timezone.now()
-    requeue = now - timedelta(seconds=settings.HUB_NOTIFY_REQUEUE_SECONDS)
+    requeue = now - timedelta(seconds=settings.HUB_SCHEDULING.notify_requeue_seconds)
     ids = list(Notification.objects.filter(status=Status.SCHEDULED, due_at__lte=now)
                .exclude(queued_at__gte=requeue).order_by("due_at").values_list("pk", flat=True)[:limit])
     if ids:
@@ -89,7 +89,7 @@ def due(limit: int) -> list[int]:
 
 def stale_claims(limit: int) -> list[tuple[int, str]]:
     """Deliveries claimed longer ago than any retry schedule lasts: hand each to a new claim id."""
-    cutoff = timezone.now() - timedelta(seconds=settings.HUB_NOTIFY_RECLAIM_SECONDS)
+    cutoff = timezone.now() - timedelta(seconds=settings.HUB_SCHEDULING.notify_reclaim_seconds)
     reclaimed = []
     for pk, old in (Notification.objects.filter(status=Status.DELIVERING, claimed_at__lt=cutoff)
                     .values_list("pk", "claimed_by")[:limit]):

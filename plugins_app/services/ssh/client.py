@@ -79,7 +79,7 @@ def target_for(host: SshHost) -> Target:
 
 
 def max_output_bytes() -> int:
-    return settings.HUB_SSH_MAX_OUTPUT_BYTES
+    return settings.HUB_SSH.max_output_bytes
 
 
 # -- public, synchronous entry points (each runs its own event loop and connection) ---------------
@@ -131,7 +131,7 @@ async def _open(endpoint: Endpoint, tunnel, stack: contextlib.AsyncExitStack, *,
             endpoint.hostname, endpoint.port, tunnel=tunnel, username=endpoint.username,
             client_keys=[client_key], known_hosts=([pinned], [], []), x509_trusted_certs=None,
             config=None, agent_path=None, password=None, kbdint_auth=False, gss_auth=False,
-            host_based_auth=False, connect_timeout=settings.HUB_SSH_CONNECT_TIMEOUT_SECONDS)
+            host_based_auth=False, connect_timeout=settings.HUB_SSH.connect_timeout_seconds)
     except asyncssh.HostKeyNotVerifiable:
         raise SshFailed(f"{where}: the server's host key does not match the pinned host key; "
                         f"connection refused") from None
@@ -139,7 +139,7 @@ async def _open(endpoint: Endpoint, tunnel, stack: contextlib.AsyncExitStack, *,
         raise SshFailed(f"{where}: the server refused the key for {endpoint.username}") from None
     except TimeoutError:
         raise SshFailed(f"{where}: no answer within "
-                        f"{settings.HUB_SSH_CONNECT_TIMEOUT_SECONDS:g} s") from None
+                        f"{settings.HUB_SSH.connect_timeout_seconds:g} s") from None
     except (asyncssh.Error, OSError) as exc:
         raise SshFailed(f"{where}: could not connect: {_reason(exc)}") from None
     stack.push_async_callback(_close, conn)

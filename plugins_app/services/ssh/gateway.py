@@ -120,7 +120,7 @@ def _open_turn(account, host: SshHost, op: Operation, hooks: dict) -> dict | Non
 def _claim_turn(account, host: SshHost, op: Operation) -> tuple[SshTurn, bool]:
     now = timezone.now()
     SshTurn.objects.filter(ssh_host__account=account,
-                           created_at__lt=now - timedelta(seconds=settings.HUB_SSH_TURN_TTL_SECONDS)).delete()
+                           created_at__lt=now - timedelta(seconds=settings.HUB_SSH.turn_ttl_seconds)).delete()
     key = {"ssh_host": host, "session_id": op.session_id, "turn_id": op.turn_id}
     try:
         with transaction.atomic():
@@ -182,7 +182,7 @@ def _cancellation(hook: str, result: ChainResult) -> dict:
 # -- the operation itself -------------------------------------------------------------------------
 
 def _perform(host: SshHost, op: Operation, hooks: dict) -> ssh.SshResult:
-    timeout = settings.HUB_SSH_COMMAND_TIMEOUT_SECONDS
+    timeout = settings.HUB_SSH.command_timeout_seconds
     try:
         target = ssh.target_for(host)
         if op.kind == "command":

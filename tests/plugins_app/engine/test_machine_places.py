@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -320,8 +321,8 @@ def test_lines_that_are_not_a_known_account_take_no_machine_place(lock_path):
 @pytest.mark.parametrize("scope, shared", [("machine", True), ("process", False)])
 def test_the_gate_counts_an_account_machine_wide_only_under_a_shared_tier(settings, monkeypatch, tmp_path,
                                                                           scope, shared):
-    settings.HUB_EXECUTE_PER_ACCOUNT_SCOPE = scope
-    settings.HUB_EXECUTE_REST_FACTOR, settings.HUB_EXECUTE_MAX_REST_MS = 3, 40
+    settings.HUB_ADMISSION = replace(settings.HUB_ADMISSION, per_account_scope=scope)
+    settings.HUB_ADMISSION = replace(settings.HUB_ADMISSION, rest_factor=3, max_rest_ms=40)
     monkeypatch.setattr(admission, "_gate", None)
     monkeypatch.setenv("HUB_ENGINE_DIR", str(tmp_path))
     gate = admission.get_gate()
@@ -389,12 +390,15 @@ def test_without_its_shared_file_the_gate_still_admits_and_says_so_once(tmp_path
     assert len(failures) == 1
 
 
-@pytest.mark.parametrize("name, value", [("HUB_EXECUTE_REST_FACTOR", "-1"), ("HUB_EXECUTE_MAX_REST_MS", "nan"),
-                                         ("HUB_EXECUTE_MAX_REST_MS", "inf")])
-def test_a_rest_setting_that_could_not_be_slept_is_refused_at_start(name, value):
+@pytest.mark.parametrize("name, value, says", [
+    ("HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT", "-1", "must be 0 or more"),
+    ("HUB_EXECUTE_MACHINE_PLACES", "two", "must be a whole number"),
+    ("HUB_EXECUTE_PER_ACCOUNT_SCOPE", "cluster", "must be one of 'machine', 'process'"),
+])
+def test_an_admission_setting_it_could_not_use_is_refused_at_start(name, value, says):
     project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     started = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=project,
                              env=dict(os.environ, DJANGO_SETTINGS_MODULE="middleware_hub.settings", **{name: value}),
                              capture_output=True, text=True, timeout=60)
     assert started.returncode != 0
-    assert f"{name} must be a finite number, 0 or more" in started.stderr
+    assert f"{name} {says}" in started.stderr

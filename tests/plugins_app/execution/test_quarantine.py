@@ -1,6 +1,7 @@
 """Quarantine and slow-lane state: strikes in a window, expiry by time, one warning per cool-down,
 release through the API."""
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -73,14 +74,14 @@ def test_strikes_spread_over_more_than_the_window_never_quarantine(slowpoke):
 
 
 def test_the_strike_list_stays_bounded(settings, slowpoke):
-    settings.HUB_QUARANTINE_STRIKES = 100
+    settings.HUB_QUARANTINE = replace(settings.HUB_QUARANTINE, strikes=100)
     strike(slowpoke, 12)
     assert len(reload(slowpoke).strikes) == quarantine.MAX_STRIKES_KEPT
 
 
 def test_settings_choose_strikes_and_cool_down(settings, slowpoke):
-    settings.HUB_QUARANTINE_STRIKES = 1
-    settings.HUB_QUARANTINE_SECONDS = 30
+    settings.HUB_QUARANTINE = replace(settings.HUB_QUARANTINE, strikes=1)
+    settings.HUB_QUARANTINE = replace(settings.HUB_QUARANTINE, seconds=30)
     assert strike(slowpoke, kind="memory") == [True]
     slowpoke = reload(slowpoke)
     assert timedelta(seconds=25) < slowpoke.quarantined_until - timezone.now() <= timedelta(seconds=30)

@@ -1,5 +1,7 @@
 """Quarantine through the execute API: strikes from real wedges, skipping, the warning, release."""
 
+from dataclasses import replace
+
 import pytest
 
 from plugins_app.models import HandlerWarning, Installation, Plugin, UsageDaily
@@ -19,7 +21,7 @@ def execute(api_client):
 @pytest.mark.slow
 def test_three_wedges_quarantine_the_installation_and_release_brings_it_back(api_client, install, account, settings):
     settings.HUB_BUDGET_MS = 300
-    settings.HUB_QUARANTINE_STRIKES = 3
+    settings.HUB_QUARANTINE = replace(settings.HUB_QUARANTINE, strikes=3)
     wedge = install(WEDGE, name="runaway")
     install(appender("+"), name="good")
     marker = account.hooks_version
@@ -54,7 +56,7 @@ def test_three_wedges_quarantine_the_installation_and_release_brings_it_back(api
 @pytest.mark.slow
 def test_code_that_wedges_whenever_it_loads_counts_like_a_wedge_and_is_quarantined(api_client, install, account,
                                                                                      settings):
-    settings.HUB_QUARANTINE_STRIKES = 3
+    settings.HUB_QUARANTINE = replace(settings.HUB_QUARANTINE, strikes=3)
     looper = install(appender("!"), name="looper")
     install(appender("+"), name="good")
     # Top-level code that never ends once it is past the install-time probe (stored directly here).

@@ -1,5 +1,7 @@
 """Admin pages of the host surface: the write-only platform secret, agents, plugin logs, scoping."""
 
+from dataclasses import replace
+
 import pytest
 from django.urls import reverse
 
@@ -46,11 +48,11 @@ def test_a_bad_base_url_is_a_form_error(admin_client, account):
 
 
 def test_the_admin_form_refuses_a_host_outside_the_allow_list_and_a_missing_secret(admin_client, account, settings):
-    settings.HUB_PLATFORM_ALLOWED_HOSTS = ["10.0.0.0/8"]
+    settings.HUB_HOST = replace(settings.HUB_HOST, platform_allowed_hosts=["10.0.0.0/8"])
     page = admin_client.post(reverse("admin:plugins_app_platformconfig_add"),
                              {"account": account.pk, "base_url": "http://127.0.0.1:9/hub", "signing_secret": "s"})
     assert "HUB_PLATFORM_ALLOWED_HOSTS" in page.content.decode()
-    settings.HUB_PLATFORM_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.HUB_HOST = replace(settings.HUB_HOST, platform_allowed_hosts=["127.0.0.1"])
     page = admin_client.post(reverse("admin:plugins_app_platformconfig_add"),
                              {"account": account.pk, "base_url": "http://127.0.0.1:9/hub", "signing_secret": ""})
     assert "a signing secret is required" in page.content.decode()

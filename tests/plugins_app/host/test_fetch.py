@@ -4,6 +4,7 @@ import ipaddress
 import json
 import socket
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -44,7 +45,7 @@ def site():
 
 @pytest.fixture
 def local_allowed(settings):
-    settings.HUB_FETCH_ALLOW_PRIVATE = True
+    settings.HUB_HOST = replace(settings.HUB_HOST, fetch_allow_private=True)
 
 
 def test_a_plugin_fetches_json(api_client, install, site, local_allowed):
@@ -81,15 +82,15 @@ def test_redirects_are_returned_not_followed(site, local_allowed):
 
 
 def test_a_response_over_the_cap_is_refused(site, local_allowed, settings):
-    settings.HUB_FETCH_MAX_BYTES = 4096
+    settings.HUB_HOST = replace(settings.HUB_HOST, fetch_max_bytes=4096)
     with pytest.raises(HostError, match="over 4096 bytes"):
         fetch_url(f"{site.url}/big")
-    settings.HUB_FETCH_MAX_BYTES = 5000
+    settings.HUB_HOST = replace(settings.HUB_HOST, fetch_max_bytes=5000)
     assert len(fetch_url(f"{site.url}/big")["body"]) == 5000
 
 
 def test_a_slow_server_times_out(site, local_allowed, settings):
-    settings.HUB_FETCH_TIMEOUT_SECONDS = 1
+    settings.HUB_HOST = replace(settings.HUB_HOST, fetch_timeout_seconds=1)
     started = time.monotonic()
     with pytest.raises(HostError, match="timed out|time limit"):
         fetch_url(f"{site.url}/slow")

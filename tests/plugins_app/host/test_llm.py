@@ -1,6 +1,7 @@
 """host.llm and host.decide against a real local OpenAI-compatible server."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -20,9 +21,9 @@ def llm_server(settings):
     answers = {"text": "The sky is blue."}
     server = LLMStub(lambda body: answers["text"])
     server.answers = answers
-    settings.LLM_BASE_URL = server.url + "/v1/"
-    settings.LLM_API_KEY = "sk-test"
-    settings.LLM_MODEL = "tiny-model"
+    settings.HUB_HOST = replace(settings.HUB_HOST, llm_base_url=server.url + "/v1/")
+    settings.HUB_HOST = replace(settings.HUB_HOST, llm_api_key="sk-test")
+    settings.HUB_HOST = replace(settings.HUB_HOST, llm_model="tiny-model")
     yield server
     server.close()
 
@@ -62,7 +63,7 @@ def test_llm_refuses_an_unknown_option(api_client, install, llm_server):
 
 
 def test_without_an_endpoint_llm_and_decide_reject_clearly(api_client, install, settings):
-    settings.LLM_BASE_URL = ""
+    settings.HUB_HOST = replace(settings.HUB_HOST, llm_base_url="")
     install(reporter("userMessageInbound", "host.decide('ok?', ['yes', 'no'])"), grant=DECIDE)
     assert "no LLM endpoint is configured" in run(api_client, install, "host.llm('x')", LLM)["error"]
     body = execute(api_client, "userMessageInbound", {"sessionId": "1", "channelId": None, "text": "t", "mediaIds": []})
@@ -72,7 +73,7 @@ def test_without_an_endpoint_llm_and_decide_reject_clearly(api_client, install, 
 def test_an_endpoint_error_is_a_rejection(api_client, install, settings):
     server = StubServer(lambda req: json_answer(503, {"error": {"message": "model overloaded"}}))
     try:
-        settings.LLM_BASE_URL, settings.LLM_MODEL = server.url, "m"
+        settings.HUB_HOST = replace(settings.HUB_HOST, llm_base_url=server.url, llm_model="m")
         result = run(api_client, install, "host.llm('x')", LLM)
         assert result == {"error": "host.llm: the LLM endpoint answered HTTP 503: model overloaded"}
     finally:

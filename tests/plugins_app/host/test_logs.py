@@ -1,5 +1,7 @@
 """host.log: lines stored per installation, capped with the oldest pruned, listed by GET /api/v1/logs."""
 
+from dataclasses import replace
+
 import pytest
 
 from plugins_app.models import PluginLog
@@ -65,7 +67,7 @@ def test_bad_filters_are_refused(api_client, query, status, field):
 
 
 def test_each_installation_keeps_only_its_newest_lines(api_client, install, settings):
-    settings.HUB_PLUGIN_LOG_LIMIT = 4
+    settings.HUB_HOST = replace(settings.HUB_HOST, plugin_log_limit=4)
     logger = install(LOGGER, name="logger")
     other = install("globalThis.middleware.systemPrompt = async (c) => { host.log('info', 'other'); return c.systemPrompt; };",
                     name="other")

@@ -1,6 +1,7 @@
 """Every host member's permission, derived at install and checked both ways through the execute API."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -28,8 +29,8 @@ MEMBERS = [
 def services(settings):
     site = StubServer(lambda req: json_answer(200, {}))
     llm = LLMStub("yes")
-    settings.HUB_FETCH_ALLOW_PRIVATE = True
-    settings.LLM_BASE_URL, settings.LLM_MODEL = llm.url, "m"
+    settings.HUB_HOST = replace(settings.HUB_HOST, fetch_allow_private=True)
+    settings.HUB_HOST = replace(settings.HUB_HOST, llm_base_url=llm.url, llm_model="m")
     yield site
     site.close()
     llm.close()

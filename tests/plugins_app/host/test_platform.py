@@ -3,6 +3,7 @@
 import json
 import socket
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -187,7 +188,7 @@ def _resolving(monkeypatch, answers: dict):
 def test_a_base_url_outside_the_allow_list_is_a_400_naming_base_url(api_client, account, settings, monkeypatch,
                                                                     allowed, url):
     _resolving(monkeypatch, {"two.test": ["127.0.0.1", "10.1.2.3"]})
-    settings.HUB_PLATFORM_ALLOWED_HOSTS = allowed
+    settings.HUB_HOST = replace(settings.HUB_HOST, platform_allowed_hosts=allowed)
     response = api_client.put("/api/v1/platform", {"baseUrl": url, "signingSecret": SECRET}, format="json")
     assert response.status_code == 400
     assert response.json()["error"]["field"] == "baseUrl"
@@ -204,21 +205,21 @@ def test_a_base_url_outside_the_allow_list_is_a_400_naming_base_url(api_client, 
 ])
 def test_a_base_url_the_operator_allows_is_stored(api_client, settings, monkeypatch, allowed, url):
     _resolving(monkeypatch, {"one.test": ["127.0.0.1", "127.0.0.2"]})
-    settings.HUB_PLATFORM_ALLOWED_HOSTS = allowed
+    settings.HUB_HOST = replace(settings.HUB_HOST, platform_allowed_hosts=allowed)
     response = api_client.put("/api/v1/platform", {"baseUrl": url, "signingSecret": SECRET}, format="json")
     assert response.status_code == 200, response.content
     assert response.json()["baseUrl"] == url
 
 
 def test_every_call_checks_the_allow_list_again(account, bridged, settings):
-    settings.HUB_PLATFORM_ALLOWED_HOSTS = ["10.0.0.0/8"]   # the operator narrowed it after the URL was stored
+    settings.HUB_HOST = replace(settings.HUB_HOST, platform_allowed_hosts=["10.0.0.0/8"])   # the operator narrowed it after the URL was stored
     with pytest.raises(PlatformError, match=UNREACHABLE):
         platform.call(account, "/conversations/read", {"sessionId": "42"})
     assert bridged.requests == []
 
 
 def test_a_name_rebound_after_it_was_stored_is_not_connected_to(account, platform_stub, monkeypatch, settings):
-    settings.HUB_PLATFORM_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.HUB_HOST = replace(settings.HUB_HOST, platform_allowed_hosts=["127.0.0.1"])
     answers = {"platform.test": ["127.0.0.1"]}
     _resolving(monkeypatch, answers)
     platform.configure(account, {"baseUrl": f"http://platform.test:{platform_stub.port}", "signingSecret": SECRET})
@@ -256,7 +257,7 @@ def test_an_open_port_and_a_closed_one_fail_alike(api_client, install, account, 
 
 def test_the_allow_list_setting_must_parse(settings):
     from django.core.exceptions import ImproperlyConfigured
-    settings.HUB_PLATFORM_ALLOWED_HOSTS = ["10.0.0.0/99"]
+    settings.HUB_HOST = replace(settings.HUB_HOST, platform_allowed_hosts=["10.0.0.0/99"])
     with pytest.raises(ImproperlyConfigured, match="10.0.0.0/99"):
         platform.allowed_hosts()
     [error] = platform.check_allowed_hosts_setting()

@@ -1,6 +1,7 @@
 """host.workspace: an agent's files through the execute API, paths, quota, and whose workspace it is."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -64,7 +65,7 @@ def test_workspaces_are_per_account(api_client, other_api_client, install, other
 
 
 def test_the_quota_rejects_a_write_and_keeps_the_old_content(api_client, install, settings):
-    settings.HUB_WORKSPACE_QUOTA_BYTES = 10
+    settings.HUB_HOST = replace(settings.HUB_HOST, workspace_quota_bytes=10)
     script = """(async () => {
       await host.workspace.write('a', '123456');
       await host.workspace.write('a', '1234567890');   // replacing a file counts its new size only

@@ -3,6 +3,7 @@ and multiprocess mode across the workers of a real gunicorn."""
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -88,7 +89,7 @@ def test_celery_task_outcomes_are_counted(client, db, settings):
 
 
 def test_a_quarantine_is_counted(client, api_client, install, settings):
-    settings.HUB_QUARANTINE_STRIKES = 1
+    settings.HUB_QUARANTINE = replace(settings.HUB_QUARANTINE, strikes=1)
     settings.HUB_BUDGET_MS = 200
     install("globalThis.middleware.systemPrompt = () => new Promise(() => {});", name="hangs")
     before = sample(scrape(client), "hub_quarantines_total")
@@ -107,7 +108,7 @@ def test_without_a_token_only_loopback_may_scrape(client):
 
 @pytest.mark.django_db
 def test_with_a_token_set_it_is_required_from_everywhere(client, settings):
-    settings.HUB_METRICS_TOKEN = "s3cret-token"
+    settings.HUB_METRICS = replace(settings.HUB_METRICS, token="s3cret-token")
     missing = client.get("/metrics")
     assert missing.status_code == 401 and missing["WWW-Authenticate"].startswith("Bearer")
     assert missing.json()["error"]["code"] == "unauthenticated"
@@ -117,8 +118,8 @@ def test_with_a_token_set_it_is_required_from_everywhere(client, settings):
 
 
 def test_plugin_labels_stop_growing_past_the_limit(settings):
-    settings.HUB_METRICS_MAX_PLUGINS = 2
-    label = metrics._BoundedLabel("HUB_METRICS_MAX_PLUGINS", 200)
+    settings.HUB_METRICS = replace(settings.HUB_METRICS, max_plugins=2)
+    label = metrics._BoundedLabel(lambda: settings.HUB_METRICS.max_plugins)
     assert [label(name) for name in ("a", "b", "c", "a", "d")] == ["a", "b", metrics.OTHER, "a", metrics.OTHER]
 
 

@@ -1,6 +1,7 @@
 """The cron-jobs API: create, read, change, delete, and the beat schedule kept in step with each job."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
@@ -35,7 +36,7 @@ def test_create_answers_the_job_with_string_ids_and_schedules_it(api_client):
 
 
 def test_an_interval_job_gets_an_interval_schedule(api_client, settings):
-    settings.HUB_CRON_MIN_INTERVAL_SECONDS = 5
+    settings.HUB_SCHEDULING = replace(settings.HUB_SCHEDULING, cron_min_interval_seconds=5)
     body = create(api_client, schedule={"intervalSeconds": 90})
     assert body["schedule"] == {"intervalSeconds": 90}
     task = CronJob.objects.get(pk=int(body["id"])).periodic_task
@@ -70,7 +71,7 @@ def test_bad_input_is_refused_naming_the_field_and_creates_nothing(api_client, c
 
 
 def test_patch_changes_fields_and_moves_the_schedule(api_client, settings):
-    settings.HUB_CRON_MIN_INTERVAL_SECONDS = 60
+    settings.HUB_SCHEDULING = replace(settings.HUB_SCHEDULING, cron_min_interval_seconds=60)
     job_id = create(api_client)["id"]
     response = api_client.patch(f"/api/v1/cron-jobs/{job_id}", {"prompt": "New prompt",
                                                                  "schedule": {"intervalSeconds": 600}}, format="json")

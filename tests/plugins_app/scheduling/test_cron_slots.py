@@ -244,7 +244,7 @@ def test_a_run_never_closed_expires_instead_of_blocking_the_job(job, settings):
     assert fresh.status == "dispatching"
     stale.refresh_from_db()
     assert stale.status == "expired"
-    assert str(settings.HUB_CRON_RUN_EXPIRY_SECONDS) in stale.reason
+    assert str(settings.HUB_SCHEDULING.cron_run_expiry_seconds) in stale.reason
 
 
 def test_run_history_is_paginated_newest_first_and_filters_by_status(api_client, job):

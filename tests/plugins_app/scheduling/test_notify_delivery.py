@@ -127,7 +127,7 @@ def test_the_sweep_does_not_hand_out_a_queued_timer_again_until_the_requeue_peri
     assert notifications.due(100) == [note.pk]
     assert notifications.due(100) == []
     Notification.objects.filter(pk=note.pk).update(
-        queued_at=timezone.now() - timedelta(seconds=settings.HUB_NOTIFY_REQUEUE_SECONDS + 1))
+        queued_at=timezone.now() - timedelta(seconds=settings.HUB_SCHEDULING.notify_requeue_seconds + 1))
     assert notifications.due(100) == [note.pk]
 
 
@@ -138,7 +138,7 @@ def test_a_delivery_whose_worker_vanished_is_reclaimed_without_refiring_the_hook
     # A worker claimed it, ran notifyDelivered, then died; its message was lost with it.
     Notification.objects.filter(pk=note.pk).update(
         status="delivering", claimed_by="lost-task", hook_fired_at=timezone.now(), delivered_message="as reworded",
-        claimed_at=timezone.now() - timedelta(seconds=settings.HUB_NOTIFY_RECLAIM_SECONDS + 1))
+        claimed_at=timezone.now() - timedelta(seconds=settings.HUB_SCHEDULING.notify_reclaim_seconds + 1))
     tasks.deliver_notification.apply(args=[note.pk], task_id="someone-else")
     assert platform.calls == []
     tasks.deliver_due_notifications.apply()

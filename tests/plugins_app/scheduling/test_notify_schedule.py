@@ -1,5 +1,6 @@
 """Setting a timer: POST /api/v1/notifications fires notifyScheduled, which may reword, clamp or cancel."""
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -74,7 +75,7 @@ def test_a_returned_delay_that_is_not_a_finite_number_from_zero_is_malformed(api
 
 
 def test_a_huge_returned_delay_is_clamped_to_the_maximum(api_client, install, settings):
-    settings.HUB_NOTIFY_MAX_DELAY_SECONDS = 3600
+    settings.HUB_SCHEDULING = replace(settings.HUB_SCHEDULING, notify_max_delay_seconds=3600)
     install("globalThis.middleware.notifyScheduled = async () => ({ delaySeconds: 1e300 });", name="huge")
     body = post(api_client).json()
     assert body["notification"]["delaySeconds"] == 3600

@@ -1,5 +1,7 @@
 """/api/v1/ssh-hosts and the SSH host admin: checked input, write-only private keys, encryption at rest."""
 
+from dataclasses import replace
+
 import asyncssh
 import pytest
 from django.contrib.auth import get_user_model
@@ -71,10 +73,10 @@ def test_the_private_key_is_encrypted_at_rest(api_client, direct, client_key, se
 
 
 def test_an_explicit_key_secret_is_used_instead_of_secret_key(account, direct, settings, client_key):
-    settings.HUB_SSH_KEY_SECRET = "ssh only"
+    settings.HUB_SSH = replace(settings.HUB_SSH, key_secret="ssh only")
     host = ssh_hosts.create_host(account, {"display_name": "a", "hostname": "h", "port": 22, "username": "u",
                                            "private_key": client_key[0], "host_key": direct["hostKey"]})
-    settings.HUB_SSH_KEY_SECRET = ""
+    settings.HUB_SSH = replace(settings.HUB_SSH, key_secret="")
     with pytest.raises(ValueError):
         host.private_key()
 
