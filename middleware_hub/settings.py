@@ -223,6 +223,7 @@ HUB_ENGINE_PROCESSES = _engine.processes          # a process's own engines (gun
 HUB_LANE_PROCESSES = _engine.lane_processes
 HUB_ISOLATE_MEMORY_MB = _engine.isolate_memory_mb
 HUB_BUDGET_MS = _engine.budget_ms
+HUB_CPU_MS = _engine.cpu_ms
 # Usage metering and API key use are buffered and written every N seconds (0 writes on every call).
 HUB_METERING_FLUSH_SECONDS = Env(os.environ).number("HUB_METERING_FLUSH_SECONDS", 2.0)
 

@@ -10,6 +10,9 @@ DEFAULT_PROCESSES = 2            # shared engines, unless the starter knows bett
 DEFAULT_LANE_PROCESSES = 1
 DEFAULT_ISOLATE_MEMORY_MB = 256
 DEFAULT_BUDGET_MS = 5000         # the spec's 5 s per handler
+# CPU one invocation may use, wherever it spends it (its body, timers, microtasks): a handler that
+# awaits nothing blocking and still runs this long is burning the engine other accounts share.
+DEFAULT_CPU_MS = 1000
 
 
 class EngineConfigError(ValueError):
@@ -30,6 +33,8 @@ class EngineConfig:
     isolate_memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB
     # HUB_BUDGET_MS: wall-clock budget of one handler (tests shorten it to exercise timeouts quickly).
     budget_ms: int = DEFAULT_BUDGET_MS
+    # HUB_CPU_MS: thread CPU time one invocation may use, on top of the wall-clock budget.
+    cpu_ms: int = DEFAULT_CPU_MS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, default_processes: int = DEFAULT_PROCESSES) -> EngineConfig:
@@ -38,7 +43,8 @@ class EngineConfig:
         return cls(processes=_whole(environ, "HUB_ENGINE_PROCESSES", default_processes, minimum=1),
                    lane_processes=_whole(environ, "HUB_LANE_PROCESSES", DEFAULT_LANE_PROCESSES, minimum=0),
                    isolate_memory_mb=_whole(environ, "HUB_ISOLATE_MEMORY_MB", DEFAULT_ISOLATE_MEMORY_MB, minimum=1),
-                   budget_ms=_whole(environ, "HUB_BUDGET_MS", DEFAULT_BUDGET_MS, minimum=1))
+                   budget_ms=_whole(environ, "HUB_BUDGET_MS", DEFAULT_BUDGET_MS, minimum=1),
+                   cpu_ms=_whole(environ, "HUB_CPU_MS", DEFAULT_CPU_MS, minimum=1))
 
 
 def _whole(environ: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:

@@ -72,6 +72,7 @@ class RunRequest(TypedDict, total=False):
     hook: str
     context: JsonObject
     budgetMs: int
+    cpuMs: int              # thread CPU one invocation may use (absent: DEFAULT_CPU_MS)
     host: HostPlan
     traceValues: bool
     handlers: list[HandlerRef]
@@ -157,3 +158,4 @@ class RunState:
     uncharged_inflight: int = 0
     slow_noticed: bool = False
     holder: str | None = None   # the handler holding the isolate past HOLD_SECONDS, if any
+    cpu_started: float = 0.0    # the isolate thread's CPU seconds when the running handler was noticed

@@ -4,7 +4,7 @@ from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.runtime.web.chain import Handler, run_chain
 
 from .conftest import PROMPT_CONTEXT
-from .test_shared_isolate import APPEND
+from .hostile.test_shared_isolate import APPEND
 
 SPEC = HOOKS["systemPrompt"]
 

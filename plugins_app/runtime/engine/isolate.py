@@ -8,6 +8,7 @@ import json
 import os
 import struct
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import cast
 
@@ -28,9 +29,10 @@ LOAD_TIMEOUT_SECONDS = 1.0   # loading one installation's code (its top level mu
 class IsolateLost(Exception):
     """The isolate had to be given up while a handler ran: `kind` is a CrashKind value."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, *, cpu_ms: int | None = None):
         super().__init__(kind)
         self.kind = kind
+        self.cpu_ms = cpu_ms   # set when the handler was stopped for its CPU, not its wall-clock time
         self.index = 0                      # the handler of the batch that was running
         self.checkpoint: JsonObject | None = None  # the chain's {context, trace} before it
 
@@ -125,6 +127,15 @@ class Isolate:
         raw = bytes(self._progress[_HEADER.size:_HEADER.size + 2 * length])
         kept: JsonObject = wire.loads(raw.decode("utf-16-le", "surrogatepass"))
         return kept
+
+    def cpu_seconds(self) -> float:
+        """CPU time the isolate's thread has used: what a handler spends there, in its body, its
+        timers or its microtasks, is charged to the invocation running (one at a time)."""
+        thread = self.queue.thread_id if self.queue is not None else None
+        if thread is None:
+            return 0.0
+        # Linux's clock id of one thread's CPU time (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)).
+        return time.clock_gettime((~thread << 3) | 6)
 
     def memory_exceeded(self) -> bool:
         ctx = self.mr._ctx if self.mr is not None else None

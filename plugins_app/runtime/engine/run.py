@@ -12,6 +12,7 @@ from py_mini_racer import JSFunction
 from py_mini_racer._exc import JSEvalException, JSOOMException
 
 from plugins_app.runtime import wire
+from plugins_app.runtime.config import DEFAULT_CPU_MS
 from plugins_app.runtime.engine.api import EngineSide
 from plugins_app.runtime.engine.isolate import Isolate, IsolateLost, LoadCostIsolate
 from plugins_app.runtime.engine.v8_queue import Early, EvalQueue
@@ -22,6 +23,9 @@ SLICE_SECONDS = 0.05         # how often a running chain's progress is looked at
 SLOW_NOTICE_SECONDS = 0.5    # a handler keeping the isolate's thread this long is reported once
 HOLD_SECONDS = 1.0           # ...and this long: its thread yields the CPU, its account's other calls skip it
 DEMOTED_NICE = 19
+# CPU a handler may use past its HUB_CPU_MS before an isolate that has not yet taken the expiry
+# (it never yields) is closed: enough for a yielding handler to see its expiry posted a slice ago.
+CPU_GRACE_SECONDS = 0.1
 
 
 CRASH_WARNINGS = {
@@ -29,6 +33,7 @@ CRASH_WARNINGS = {
     CrashKind.MEMORY.value: "exceeded the isolate's memory limit (its isolate was replaced)",
     CrashKind.CRASHED.value: "broke the chain runner (its isolate was replaced)",
 }
+CPU_WARNING = "used over {cpu} ms of CPU without yielding (HUB_CPU_MS; its isolate was closed and replaced)"
 
 
 async def run_chain(engine: EngineSide, job: Job) -> RunResult:
@@ -61,7 +66,7 @@ async def run_chain(engine: EngineSide, job: Job) -> RunResult:
             await engine.replace_isolate()
             if lost.kind == CrashKind.CRASHED.value:   # the harness failed, not a handler: blame nobody
                 return {"fatal": lost.kind}
-            context, lost_trace = _resume_point(req, batch, lost.index, lost.checkpoint, context, lost.kind)
+            context, lost_trace = _resume_point(req, batch, lost, context)
             trace.extend(lost_trace)
             offset += lost.index + 1
             if offset >= len(handlers):
@@ -97,9 +102,9 @@ def _where(iso: Isolate, state: RunState | None) -> tuple[int, JsonObject | None
     return index, (iso.checkpoint(index) if index > 0 else None)
 
 
-def _resume_point(req: JsonObject, batch: list[HandlerRef], index: int, checkpoint: JsonObject | None,
-                  context: JsonObject, kind: str) -> tuple[JsonObject, list[TraceEntry]]:
-    budget = req["budgetMs"]
+def _resume_point(req: JsonObject, batch: list[HandlerRef], lost: IsolateLost,
+                  context: JsonObject) -> tuple[JsonObject, list[TraceEntry]]:
+    budget, index, checkpoint, kind = req["budgetMs"], lost.index, lost.checkpoint, lost.kind
     before: list[TraceEntry] = []
     if index > 0 and checkpoint is not None:
         context, before = checkpoint["context"], checkpoint["trace"]
@@ -107,8 +112,9 @@ def _resume_point(req: JsonObject, batch: list[HandlerRef], index: int, checkpoi
         before = [_entry(h["id"], "error", "its result was lost when a later handler's isolate was replaced",
                          0, None) for h in batch[:index]]
     status = "timeout" if kind == CrashKind.WEDGED.value else "error"
-    culprit = _entry(batch[index]["id"], status, CRASH_WARNINGS[kind].format(budget=budget),
-                     budget if kind == CrashKind.WEDGED.value else 0, kind)
+    warning = (CPU_WARNING.format(cpu=lost.cpu_ms) if lost.cpu_ms is not None
+               else CRASH_WARNINGS[kind].format(budget=budget))
+    culprit = _entry(batch[index]["id"], status, warning, budget if kind == CrashKind.WEDGED.value else 0, kind)
     if req.get("traceValues"):
         culprit["context"] = context
     return context, before + [culprit]
@@ -131,6 +137,7 @@ def start_attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list[Handle
     seq = engine.run_seq + 1
     handler_ids = [h["id"] for h in batch]
     payload = {"account": req["account"], "hook": req["hook"], "context": context, "budgetMs": req["budgetMs"],
+               "cpuMs": _cpu_ms(req),
                "host": req["host"], "traceValues": req.get("traceValues", False), "handlers": batch,
                "seq": seq, "entropy": os.urandom(32).hex()}   # reseeds the isolate's crypto
     body = wire.dumps(payload).decode()
@@ -138,7 +145,7 @@ def start_attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list[Handle
     if early and req.get("op") == Op.RUN.value:
         answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes)
     engine.run_seq = seq
-    state = engine.state = RunState(seq=seq, job=job, handler_ids=handler_ids)
+    state = engine.state = RunState(seq=seq, job=job, handler_ids=handler_ids, cpu_started=iso.cpu_seconds())
     queue.post_call(_function(iso.run_chain_fn), body, answered=False)
     queue.post_call(_function(iso.poll_fn), early=answer)
     return state
@@ -183,10 +190,12 @@ async def _follow(engine: EngineSide, iso: Isolate, state: RunState, budget: flo
         if status.get("idle"):   # the start itself threw: a harness fault, not a plugin's
             raise IsolateLost(CrashKind.CRASHED.value)
         _, index, started = iso.progress()
-        _note_index(state, index)
+        _note_index(state, index, iso)
         deadline = started / 1000 + budget + state.uncharged_seconds
-        if time.time() >= deadline and not state.uncharged_inflight:
-            queue.post(f"__hub.expire({index}); 1", answered=False)
+        # CPU counts even while a host call is out: timers and microtasks can burn it meanwhile.
+        over_cpu = _cpu_used(iso, state) > _cpu_ms(state.job.message) / 1000
+        if over_cpu or (time.time() >= deadline and not state.uncharged_inflight):
+            queue.post(f"__hub.expire({index}, {_cpu_ms(state.job.message) if over_cpu else 0}); 1", answered=False)
         else:
             engine.host_activity.clear()
             wait = min(SLICE_SECONDS, max(0.0, deadline - time.time())) or SLICE_SECONDS
@@ -217,7 +226,10 @@ async def _answer(engine: EngineSide, iso: Isolate, state: RunState, budget: flo
         seq, index, started = iso.progress()
         if seq != state.seq:
             continue
-        _note_index(state, index)
+        _note_index(state, index, iso)
+        cpu_ms = _cpu_ms(state.job.message)
+        if _cpu_used(iso, state) > cpu_ms / 1000 + CPU_GRACE_SECONDS:   # over its CPU and not yielding
+            raise IsolateLost(CrashKind.WEDGED.value, cpu_ms=cpu_ms)
         held = time.time() - started / 1000
         if not state.slow_noticed and held > SLOW_NOTICE_SECONDS and not state.uncharged_inflight:
             state.slow_noticed = True
@@ -244,10 +256,22 @@ def _function(function: JSFunction | None) -> JSFunction:
     return function
 
 
-def _note_index(state: RunState, index: int) -> None:
+def _note_index(state: RunState, index: int, iso: Isolate) -> None:
     if index != state.index:   # a new handler: what it waits on uncharged starts from zero
+        if state.index >= 0:   # ...and so does its CPU (the first handler's counts from the chain's start)
+            state.cpu_started = iso.cpu_seconds()
         state.index = index
         state.uncharged_seconds = 0.0
+
+
+def _cpu_ms(req: JsonObject) -> int:
+    value = req.get("cpuMs")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else DEFAULT_CPU_MS
+
+
+def _cpu_used(iso: Isolate, state: RunState) -> float:
+    """CPU seconds the isolate's thread has used since the running handler started (or was noticed)."""
+    return iso.cpu_seconds() - state.cpu_started
 
 
 def _early_bytes(job: Job, value: object) -> bytes | None:

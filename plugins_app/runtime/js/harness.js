@@ -414,7 +414,7 @@
       if (typeof fn !== "function") return { malformed: `defines no ${req.hook} handler` };
       const expiry = new Promise((resolve) => { run.expire = resolve; });
       const result = await Promise.race([Promise.resolve(fn(JSON.parse(context), tools)), expiry]);
-      if (result === EXPIRED) return { timeout: true };
+      if (result === EXPIRED) return { timeout: true, cpuMs: run.expiredCpuMs };
       return interpret(spec, result, inv, record);
     } finally {
       inv.over = true;
@@ -422,6 +422,7 @@
       entry.slot.host = undefined;
       entry.slot.make = null;
       run.expire = null;
+      run.expiredCpuMs = 0;
     }
   }
 
@@ -448,7 +449,9 @@
         const out = await invoke(entry, req, contextJson, record);
         if (out.timeout) {
           record.status = "timeout";
-          record.warning = `no result within ${req.budgetMs} ms`;
+          record.warning = out.cpuMs
+            ? `used over ${out.cpuMs} ms of CPU (HUB_CPU_MS) and was stopped`
+            : `no result within ${req.budgetMs} ms`;
         } else if (out.malformed) {
           record.status = "malformed";
           record.warning = out.malformed;
@@ -487,7 +490,7 @@
       run = { missing };
       return null;
     }
-    run = { index: -1, started: 0, trace: [], done: null, expire: null, invocation: 0, contextJson: null };
+    run = { index: -1, started: 0, trace: [], done: null, expire: null, expiredCpuMs: 0, invocation: 0, contextJson: null };
     progress[0] = req.seq;
     progress[1] = 0;
     progress[2] = -1;
@@ -533,9 +536,13 @@
       }
       return JSON.stringify({ done: false, index: run.index, started: run.started, invocation: run.invocation });
     },
-    // Python gives up on the handler at `index` (its wall-clock budget ran out while it awaited).
-    expire(index) {
-      if (run && run.index === index && run.expire) run.expire(EXPIRED);
+    // Python gives up on the handler at `index`: its wall-clock budget ran out while it awaited, or
+    // (cpuMs > 0) it used that much CPU, in its body, its timers or its microtasks.
+    expire(index, cpuMs) {
+      if (run && run.index === index && run.expire) {
+        run.expiredCpuMs = cpuMs > 0 ? cpuMs : 0;
+        run.expire(EXPIRED);
+      }
     },
   });
 })();

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from plugins_app.runtime.config import DEFAULT_BUDGET_MS
+from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_CPU_MS
 from plugins_app.runtime.protocol import CrashKind, HostPlan, JsonObject, Op, RunRequest, RunResult, TraceEntry
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.tables.members import OFFERED_BY
@@ -100,7 +100,7 @@ SlowHandler = Callable[[Handler], None]   # a handler is holding its isolate for
 def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handler],
               context: JsonObject, *, host: HostFunction | None = None, hop: int = 0,
               budget_ms: int = DEFAULT_BUDGET_MS, trace_values: bool = False,
-              on_slow: SlowHandler | None = None) -> ChainResult:
+              on_slow: SlowHandler | None = None, cpu_ms: int = DEFAULT_CPU_MS) -> ChainResult:
     """`trace_values` adds each handler's resulting value to its trace entry (for try-runs);
     `on_slow` hears of a handler that keeps its isolate busy (its installation should move lanes)."""
     now = time.time()
@@ -111,7 +111,7 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
     while True:
         by_id = {h.installation_id: h for h in runnable}
         request: RunRequest = {"op": Op.RUN.value, "account": account_key, "hook": spec.name, "context": dict(context),
-                   "budgetMs": budget_ms, "host": host_plan(spec, context, hop), "traceValues": trace_values,
+                   "budgetMs": budget_ms, "cpuMs": cpu_ms, "host": host_plan(spec, context, hop), "traceValues": trace_values,
                    "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in runnable]}
         lane = any(h.in_slow_lane(now) for h in runnable)
         try:

@@ -2,7 +2,7 @@
 
 import time
 
-from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
+from ..conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
 
 REDACT = "globalThis.middleware.userMessageInbound = async (c) => c.text.replace(/secret/g, '[x]');"
 

@@ -13,7 +13,7 @@ from plugins_app.runtime.launch import PROJECT_ROOT
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.runtime.web.chain import run_chain
 
-from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
+from ..conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
 
 APPEND = "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '+';"
 WEDGE = "globalThis.middleware.systemPrompt = async (c) => { await null; while (true) {} };"
