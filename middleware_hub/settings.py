@@ -215,15 +215,9 @@ HUB_QUARANTINE = QuarantineConfig.from_env(os.environ)
 HUB_ADMISSION = AdmissionConfig.from_env(os.environ)      # fair admission of execute calls
 HUB_METRICS = MetricsConfig.from_env(os.environ)          # GET /metrics
 
-# Hook engine: plugins_app.runtime.config.EngineConfig reads and checks its variables (each field
-# says what it does), as gunicorn.conf.py and the engine supervisor do. Code reads these four
-# settings, which tests override; the config itself is not a setting, so nothing reads a stale copy.
-_engine = EngineConfig.from_env(os.environ)
-HUB_ENGINE_PROCESSES = _engine.processes          # a process's own engines (gunicorn's tier: one per core)
-HUB_LANE_PROCESSES = _engine.lane_processes
-HUB_ISOLATE_MEMORY_MB = _engine.isolate_memory_mb
-HUB_BUDGET_MS = _engine.budget_ms
-HUB_CPU_MS = _engine.cpu_ms
+# The hook engine's (plugins_app.runtime.config.EngineConfig, shared with gunicorn.conf.py and the
+# engine supervisor, which read it the same way): its engines, their heap, a handler's budgets.
+HUB_ENGINE = EngineConfig.from_env(os.environ)
 # Usage metering and API key use are buffered and written every N seconds (0 writes on every call).
 HUB_METERING_FLUSH_SECONDS = Env(os.environ).number("HUB_METERING_FLUSH_SECONDS", 2.0)
 

@@ -10,8 +10,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 READ = ("import json; from django.conf import settings; import django; django.setup();"
-        "print(json.dumps([settings.HUB_BUDGET_MS, settings.HUB_ENGINE_PROCESSES, settings.HUB_LANE_PROCESSES,"
-        " settings.HUB_ISOLATE_MEMORY_MB, [n for n in dir(settings) if n.startswith('HOOK_')]]))")
+        "e = settings.HUB_ENGINE;"
+        "print(json.dumps([e.budget_ms, e.processes, e.lane_processes, e.isolate_memory_mb, e.cpu_ms,"
+        " [n for n in dir(settings) if n.startswith('HOOK_')]]))")
 
 
 def start_django(**env: str) -> subprocess.CompletedProcess:
@@ -28,13 +29,13 @@ def read_settings(**env: str) -> list:
 
 def test_the_engine_settings_are_read_from_their_variables():
     assert read_settings(HUB_BUDGET_MS="1234", HUB_ENGINE_PROCESSES="3", HUB_LANE_PROCESSES="0",
-                         HUB_ISOLATE_MEMORY_MB="128") == [1234, 3, 0, 128, []]
+                         HUB_ISOLATE_MEMORY_MB="128", HUB_CPU_MS="250") == [1234, 3, 0, 128, 250, []]
 
 
 def test_the_old_hook_names_are_no_longer_read():
     values = read_settings(HOOK_BUDGET_MS="777", HOOK_ENGINE_PROCESSES="9", HOOK_LANE_PROCESSES="4",
                            HOOK_ISOLATE_MEMORY_MB="64")
-    assert values == [5000, 2, 1, 256, []]   # the defaults, and no HOOK_* setting
+    assert values == [5000, 2, 1, 256, 1000, []]   # the defaults, and no HOOK_* setting
 
 
 @pytest.mark.parametrize(("name", "value", "message"), [

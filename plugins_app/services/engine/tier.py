@@ -38,8 +38,8 @@ def get_tier() -> Tier:
             if directory:
                 _tier = tier_from_directory(directory)
             else:
-                supervisor = local_supervisor(settings.HUB_ENGINE_PROCESSES, settings.HUB_LANE_PROCESSES,
-                                              memory_mb=settings.HUB_ISOLATE_MEMORY_MB)
+                supervisor = local_supervisor(settings.HUB_ENGINE.processes, settings.HUB_ENGINE.lane_processes,
+                                              memory_mb=settings.HUB_ENGINE.isolate_memory_mb)
                 atexit.register(supervisor.stop)
                 _tier = tier_for(supervisor.describe())
             _tier.waiting = _waiting

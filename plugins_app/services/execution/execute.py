@@ -50,7 +50,7 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
     handlers = chain_cache.handlers(account, hook)
     bridge = HostBridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras, record=record)
     result = run_chain(get_tier(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop,
-                       trace_values=trace_values, budget_ms=settings.HUB_BUDGET_MS, cpu_ms=settings.HUB_CPU_MS,
+                       trace_values=trace_values, budget_ms=settings.HUB_ENGINE.budget_ms, cpu_ms=settings.HUB_ENGINE.cpu_ms,
                        on_slow=lambda h: _held_the_isolate(account, h))
     if record:
         record_result(account, spec, clean, result, hop=hop, turn_id=turn_id,

@@ -53,7 +53,7 @@ def replay_cancellation(account, entry_id, *, installation_id=None, version=None
         raise InvalidInput("context", f"the recorded context no longer fits {entry.hook}: {exc.message}") from None
     bridge = HostBridge(account, spec, context, hop=entry.hop, turn_id=entry.turn_id, record=False, dry_run=True)
     result = run_chain(get_tier(), engine_key(account), spec, handlers, context, host=bridge, hop=entry.hop,
-                       trace_values=True, budget_ms=settings.HUB_BUDGET_MS, cpu_ms=settings.HUB_CPU_MS)
+                       trace_values=True, budget_ms=settings.HUB_ENGINE.budget_ms, cpu_ms=settings.HUB_ENGINE.cpu_ms)
     would_call = bridge.would_call + [{"effect": effect} for effect in bridge.effects]
     return Replay(entry, result, would_call, draft)
 

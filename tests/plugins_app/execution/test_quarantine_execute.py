@@ -20,7 +20,7 @@ def execute(api_client):
 
 @pytest.mark.slow
 def test_three_wedges_quarantine_the_installation_and_release_brings_it_back(api_client, install, account, settings):
-    settings.HUB_BUDGET_MS = 300
+    settings.HUB_ENGINE = replace(settings.HUB_ENGINE, budget_ms=300)
     settings.HUB_QUARANTINE = replace(settings.HUB_QUARANTINE, strikes=3)
     wedge = install(WEDGE, name="runaway")
     install(appender("+"), name="good")

@@ -90,7 +90,7 @@ def test_celery_task_outcomes_are_counted(client, db, settings):
 
 def test_a_quarantine_is_counted(client, api_client, install, settings):
     settings.HUB_QUARANTINE = replace(settings.HUB_QUARANTINE, strikes=1)
-    settings.HUB_BUDGET_MS = 200
+    settings.HUB_ENGINE = replace(settings.HUB_ENGINE, budget_ms=200)
     install("globalThis.middleware.systemPrompt = () => new Promise(() => {});", name="hangs")
     before = sample(scrape(client), "hub_quarantines_total")
     trace = execute(api_client).json()["trace"]
