@@ -18,6 +18,7 @@ class Op(str, enum.Enum):
     RUN = "run"              # run one chain (RunRequest)
     COMPILE = "compile"      # transpile and probe a plugin's source
     PING = "ping"            # is the engine there; what it holds
+    UNLOAD = "unload"        # forget installations' compartments and code: {account, ids} (uninstalled, redeployed)
     BENCH = "bench"          # run one chain n times inside the engine (bench/run.py)
     HOST = "host"            # engine -> web: a handler called a host member
     HOST_REPLY = "hostReply"  # web -> engine: the host member's answer

@@ -128,6 +128,25 @@ class Isolate:
         kept: JsonObject = wire.loads(raw.decode("utf-16-le", "surrogatepass"))
         return kept
 
+    def forget(self, account: str, ids: list[str]) -> None:
+        """Drops these installations' compartments (their module state goes with them)."""
+        if self.queue is None:
+            return
+        for inst_id in ids:
+            self.loaded.pop(f"{account}/{inst_id}", None)
+            self.queue.post(f"__hub.unload({json.dumps(account)}, {json.dumps(inst_id)}); 1", answered=False)
+
+    async def collect(self) -> None:
+        """Has V8 collect all it can, so memory that nothing holds any more (off-heap ArrayBuffers
+        included) goes back to the system now. Off the event loop: collecting a large heap takes tens
+        of milliseconds, and waits for a chain that is running; after what was posted before it (the
+        isolate's thread takes its tasks in order)."""
+        mr = self.mr
+        if mr is None:
+            return
+        with contextlib.suppress(Exception):   # the isolate may be closed meanwhile: nothing to collect
+            await asyncio.get_running_loop().run_in_executor(None, mr.low_memory_notification)
+
     def cpu_seconds(self) -> float:
         """CPU time the isolate's thread has used: what a handler spends there, in its body, its
         timers or its microtasks, is charged to the invocation running (one at a time)."""

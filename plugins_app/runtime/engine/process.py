@@ -30,6 +30,12 @@ MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewh
 CODE_CACHE_BYTES = 128 * 1024 * 1024
 
 
+def rss_bytes() -> int:
+    """This engine process's resident memory: V8's heap and what lives off it (ArrayBuffers)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 class Client:
     """One connection from a web process (a thread there): at most one request in flight."""
 
@@ -130,14 +136,36 @@ class Engine:
                 client.send(protocol.result(message.get("id"), **self.status()))
         elif op == Op.COMPILE.value:
             asyncio.get_running_loop().create_task(self._compile(client, message))
+        elif op == Op.UNLOAD.value:
+            client.send(protocol.result(message.get("id"), **self._unload(message)))
         elif op in (Op.RUN.value, Op.BENCH.value):
             self._admit(client, message)
         else:
             client.send(protocol.result(message.get("id"), error=f"unknown op {op!r}"))
 
+    def _unload(self, message: JsonObject) -> JsonObject:
+        """Drops installations' code and compartments (uninstalled, disabled or redeployed), then
+        collects, so what their module state held is given back now rather than at the next
+        replacement of the isolate. A chain of theirs already running finishes with the copy it has."""
+        account, ids = message.get("account"), message.get("ids")
+        if not isinstance(account, str) or not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return {"error": "unload wants {account: string, ids: [string]}"}
+        keys = [f"{account}/{inst_id}" for inst_id in ids]
+        for key in keys:
+            if (item := self.code.pop(key, None)) is not None:
+                self.code_bytes -= len(item["code"])
+        iso = self.isolate
+        held = [key.split("/", 1)[1] for key in keys if iso is not None and key in iso.loaded]
+        if iso is not None and held:
+            iso.forget(account, held)
+            task = asyncio.get_running_loop().create_task(iso.collect())
+            self._closing.add(task)   # kept until done, like an isolate being closed
+            task.add_done_callback(self._closing.discard)
+        return {"unloaded": len(held)}
+
     def status(self) -> JsonObject:
         iso = self.isolate
-        return {"pong": True, "pid": os.getpid(), "replaced": self.replaced,
+        return {"pong": True, "pid": os.getpid(), "replaced": self.replaced, "rssBytes": rss_bytes(),
                 "accounts": sorted({key.split("/", 1)[0] for key in iso.loaded}) if iso else [],
                 "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs),
                 "running": self.running.message.get("account") if self.running else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -275,6 +276,16 @@ class Tier:
                 if attempt:
                     raise
         raise AssertionError("unreachable")
+
+    def unload(self, account_key: str, ids: list[str]) -> int:
+        """Tells every engine (shared and lane) to drop these installations' compartments and code;
+        how many compartments were dropped. An engine that is down holds nothing of them any more."""
+        dropped = 0
+        for address in dict.fromkeys(self.engines + self.lane):
+            with contextlib.suppress(EngineDown):
+                reply = self._send(address, {"op": Op.UNLOAD.value, "account": account_key, "ids": ids}, None, None, 10)
+                dropped += int(reply.get("unloaded") or 0)
+        return dropped
 
     def ping(self, address: str) -> JsonObject:
         return self._send(address, {"op": Op.PING.value}, None, None, 10)

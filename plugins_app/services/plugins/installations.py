@@ -12,7 +12,7 @@ from plugins_app.models import AccountChange, Installation, Plugin, PluginVersio
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
 from plugins_app.runtime.tables.permissions import derive_permissions
 from plugins_app.services.audit import changes
-from plugins_app.services.engine.tier import get_tier
+from plugins_app.services.engine.tier import drop_compartments, get_tier
 from plugins_app.services.ids import get_in_account
 from plugins_app.services.plugins import chains
 from plugins_app.services.plugins.version_records import record_installed
@@ -121,10 +121,12 @@ def uninstall(account, installation_id) -> None:
     changes.record(account.pk, AccountChange.Action.UNINSTALL, f"uninstalled {plugin.slug}",
                    installation=installation, before={"version": installation.live_version,
                                                       "granted": installation.granted_permissions})
+    dropped = installation.pk
     installation.delete()
     if plugin.account_id == account.pk and not plugin.installations.exists():
         plugin.delete()
     chains.mark_changed(account.pk)
+    drop_compartments(account.pk, [dropped])
 
 
 @transaction.atomic
@@ -139,6 +141,8 @@ def set_enabled(account, installation_id, enabled: bool) -> Installation:
     installation.enabled = enabled
     installation.save(update_fields=["enabled", "updated_at"])
     chains.mark_changed(account.pk)
+    if not enabled:   # a disabled installation runs nowhere: its compartments would only hold memory
+        drop_compartments(account.pk, [installation.pk])
     return installation
 
 

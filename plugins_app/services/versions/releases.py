@@ -7,6 +7,7 @@ from django.db import IntegrityError, transaction
 from plugins_app.errors import Conflict, InvalidInput, NotFound
 from plugins_app.models import AccountChange, ChainEntry, Installation, PluginVersion
 from plugins_app.services.audit import changes
+from plugins_app.services.engine.tier import drop_compartments
 from plugins_app.services.plugins import chains
 from plugins_app.services.plugins import installations as plugins
 from plugins_app.services.plugins.version_records import CODE_FIELDS, create_version
@@ -116,6 +117,9 @@ def _make_live(installation: Installation, version: PluginVersion) -> None:
     installation.live_version = version.number
     installation.save(update_fields=["live_version", "granted_permissions", "updated_at"])
     chains.mark_changed(installation.account_id)
+    # The old version's compartments (and their state) go from every engine now, not only from
+    # those where the installation runs next.
+    drop_compartments(installation.account_id, [installation.pk])
 
 
 def rollback(account, installation_id, *, grant=None) -> tuple[Installation, PluginVersion]:
