@@ -9,9 +9,10 @@ from plugins_app.services.versions import shadow
 
 # Deliveries to the platform: Celery retries a temporary failure with exponential backoff; the
 # message is acknowledged only once the task finished, so a worker that dies mid-task loses nothing.
-DELIVERY = dict(bind=True, autoretry_for=(PlatformError,), retry_backoff=True, retry_jitter=True,
-                retry_backoff_max=settings.HUB_SCHEDULING.delivery_backoff_max_seconds,
-                max_retries=settings.HUB_SCHEDULING.delivery_max_retries, acks_late=True, reject_on_worker_lost=True)
+delivery_task = shared_task(bind=True, autoretry_for=(PlatformError,), retry_backoff=True, retry_jitter=True,
+                            retry_backoff_max=settings.HUB_SCHEDULING.delivery_backoff_max_seconds,
+                            max_retries=settings.HUB_SCHEDULING.delivery_max_retries, acks_late=True,
+                            reject_on_worker_lost=True)
 
 
 def _last_attempt(task) -> bool:
@@ -24,7 +25,7 @@ def fire_cron_slot(self, job_id: int):
     cron.fire_slot(job_id, trigger_key=self.request.id)
 
 
-@shared_task(**DELIVERY)
+@delivery_task
 def dispatch_mission(self, run_id: int):
     try:
         cron.dispatch(run_id)
@@ -49,7 +50,7 @@ def deliver_due_notifications():
         deliver_notification.apply_async((notification_id,), task_id=claim)
 
 
-@shared_task(**DELIVERY)
+@delivery_task
 def deliver_notification(self, notification_id: int):
     try:
         notifications.deliver(notification_id, claim=self.request.id)

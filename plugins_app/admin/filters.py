@@ -6,7 +6,6 @@ from datetime import datetime, time, timedelta
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.utils import get_last_value_from_parameters
 from django.db import models
 from django.utils import timezone
 from django.utils.dateparse import parse_date
@@ -18,7 +17,10 @@ class _InputFilter(admin.FieldListFilter):
     template = "admin/hub/input_filter.html"
 
     def _value(self, name: str) -> str:
-        return (get_last_value_from_parameters(self.used_parameters, name) or "").strip()
+        # FieldListFilter keeps the query string's values of each expected parameter as a list.
+        value = self.used_parameters.get(name)
+        last = value[-1] if isinstance(value, list) else value
+        return last.strip() if isinstance(last, str) else ""
 
     def inputs(self) -> list[dict]:
         raise NotImplementedError

@@ -64,7 +64,7 @@ class PluginLogAdmin(ReadOnlyAccountScopedAdmin):
     list_filter = ["level", "hook", ("plugin_slug", PluginSlugFilter), "account"]
     list_select_related = ["account"]
     search_fields = ["message"]
-    fields = ["created_at", "account", "plugin_slug", "installation_id", "hook", "level", "message"]
+    fields = ("created_at", "account", "plugin_slug", "installation_id", "hook", "level", "message")
     readonly_fields = fields
 
 
@@ -117,7 +117,7 @@ class WorkspaceFileAdmin(AccountScopedAdmin):
     list_filter = ["account"]
     list_select_related = ["account"]
     search_fields = ["agent_id", "path"]
-    fields = ["account", "agent_id", "path", "size", "updated_at", "content"]
+    fields = ("account", "agent_id", "path", "size", "updated_at", "content")
     readonly_fields = fields
 
     def has_add_permission(self, request, *args):

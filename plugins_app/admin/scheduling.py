@@ -54,7 +54,7 @@ class CronRunInline(AccountScopedTabularInline):
     model = CronRun
     formset = RecentRunsFormSet
     verbose_name_plural = f"recent runs (newest {RECENT_RUNS})"
-    fields = ["slot_at", "trigger", "status", "reason", "cancelled_by", "prompt", "dispatched_at", "finished_at"]
+    fields = ("slot_at", "trigger", "status", "reason", "cancelled_by", "prompt", "dispatched_at", "finished_at")
     readonly_fields = fields
     ordering = ["-slot_at", "-id"]
     extra = 0
@@ -132,8 +132,8 @@ class CronRunAdmin(ReadOnlyAccountScopedAdmin):
     list_select_related = ["job", "account"]
     search_fields = ["reason", "prompt", "session_id"]
     date_hierarchy = "slot_at"
-    fields = ["job", "account", "trigger", "status", "reason", "cancelled_by", "prompt", "session_id", "slot_at",
-              "dispatched_at", "finished_at", "completed_hook_at"]
+    fields = ("job", "account", "trigger", "status", "reason", "cancelled_by", "prompt", "session_id", "slot_at",
+              "dispatched_at", "finished_at", "completed_hook_at")
     readonly_fields = fields
 
 
@@ -144,7 +144,7 @@ class NotificationAdmin(ReadOnlyAccountScopedAdmin):
     list_select_related = ["account"]
     search_fields = ["message", "session_id", "reason"]
     date_hierarchy = "created_at"
-    fields = ["account", "session_id", "status", "reason", "cancelled_by", "requested_message",
+    fields = ("account", "session_id", "status", "reason", "cancelled_by", "requested_message",
               "requested_delay_seconds", "message", "delay_seconds", "due_at", "delivered_message", "delivered_at",
-              "last_error", "created_at"]
+              "last_error", "created_at")
     readonly_fields = fields

@@ -6,6 +6,7 @@ import functools
 
 from django.contrib import admin, messages
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
+from django.db.models import Model
 from django.http import Http404
 from django.utils.text import capfirst
 
@@ -160,6 +161,8 @@ class ScopedPermissionsMixin:
 class ScopedChoicesMixin:
     """Foreign-key choices, autocompletes and list filters limited to the user's accounts."""
 
+    model: type[Model]   # the ModelAdmin this is mixed into sets it
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         formfield = super().formfield_for_foreignkey(db_field, request, **kwargs)
         self._limit_choices(db_field, request, formfield)
@@ -204,9 +207,10 @@ class ScopedChoicesMixin:
                 field = model._meta.get_field(part)
             except FieldDoesNotExist:
                 return False
-            model = getattr(field, "related_model", None)
-            if model is None:
+            related = getattr(field, "related_model", None)
+            if related is None:
                 break
+            model = related
         return bool(field is not None and field.is_relation)
 
 

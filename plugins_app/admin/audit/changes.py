@@ -25,8 +25,8 @@ class AccountChangeAdmin(ReadOnlyAccountScopedAdmin):
     list_select_related = ["account"]
     search_fields = ["summary"]
     search_help_text = "Search in the summaries."
-    fields = ["created_at", "account", "actor_name", "action", "plugin_slug", "installation_id", "summary",
-              "before_value", "after_value", "before_after"]
+    fields = ("created_at", "account", "actor_name", "action", "plugin_slug", "installation_id", "summary",
+              "before_value", "after_value", "before_after")
     readonly_fields = fields
 
     def changelist_view(self, request, extra_context=None):

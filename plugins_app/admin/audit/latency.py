@@ -59,8 +59,8 @@ class LatencyHistogramAdmin(ReadOnlyAccountScopedAdmin):
     list_display = ["start", "plugin_slug", "hook", "runs", "p50", "p95", "p99", "max", "failed", "account"]
     list_filter = [RangeFilter, ("plugin_slug", PluginSlugFilter), "hook", "account"]
     list_select_related = ["account"]
-    fields = ["start", "resolution", "account", "plugin_slug", "hook", "runs", "p50", "p95", "p99", "max",
-              "failed", "statuses"]
+    fields = ("start", "resolution", "account", "plugin_slug", "hook", "runs", "p50", "p95", "p99", "max",
+              "failed", "statuses")
     readonly_fields = fields
     change_list_template = "admin/plugins_app/latencyhistogram/change_list.html"
 

@@ -44,8 +44,8 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
     list_select_related = ["account"]
     search_fields = ["reason"]
     search_help_text = "Search in the cancel reasons."
-    fields = ["created_at", "account", "hook", "plugin_slug", "plugin_version", "installation_id", "reason",
-              "agent_id", "session_id", "hop", "turn_id", "context_snapshot", "replay_link"]
+    fields = ("created_at", "account", "hook", "plugin_slug", "plugin_version", "installation_id", "reason",
+              "agent_id", "session_id", "hop", "turn_id", "context_snapshot", "replay_link")
     readonly_fields = fields
 
     def get_urls(self):
@@ -106,7 +106,7 @@ class HandlerWarningAdmin(ReadOnlyAccountScopedAdmin):
                    ("created_at", DateRangeFilter), "account"]
     list_select_related = ["account"]
     search_fields = ["message"]
-    fields = ["created_at", "account", "hook", "plugin_slug", "plugin_version", "installation_id", "kind", "message"]
+    fields = ("created_at", "account", "hook", "plugin_slug", "plugin_version", "installation_id", "kind", "message")
     readonly_fields = fields
 
     def changelist_view(self, request, extra_context=None):
@@ -122,7 +122,7 @@ class UsageDailyAdmin(ReadOnlyAccountScopedAdmin):
     list_display = ["day", plugin_column, "hook", "runs", "total_time", "average_time", "account"]
     list_filter = [("plugin_slug", PluginSlugFilter), "hook", ("day", DateRangeFilter), "account"]
     list_select_related = ["account"]
-    fields = ["day", "account", "plugin_slug", "hook", "runs", "total_time", "average_time"]
+    fields = ("day", "account", "plugin_slug", "hook", "runs", "total_time", "average_time")
     readonly_fields = fields
     change_list_template = "admin/plugins_app/usagedaily/change_list.html"
 

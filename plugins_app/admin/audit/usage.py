@@ -24,7 +24,7 @@ def usage_chart(queryset, today: date) -> dict:
     rows = (queryset.filter(day__gte=start, day__lte=today).order_by()
             .values("day", "plugin_slug").annotate(runs=Sum("runs"), ms=Sum("total_ms")))
     days = [start + timedelta(days=i) for i in range(DAYS)]
-    data = {"runs": defaultdict(dict), "ms": defaultdict(dict)}
+    data: dict[str, defaultdict[date, dict[str, float]]] = {"runs": defaultdict(dict), "ms": defaultdict(dict)}
     totals: dict[str, float] = defaultdict(float)
     for row in rows:
         data["runs"][row["day"]][row["plugin_slug"]] = row["runs"]
@@ -40,7 +40,7 @@ def usage_chart(queryset, today: date) -> dict:
         peak = max((sum(data[metric][d].values()) for d in days), default=0) or 1
         rects = []
         for i, day in enumerate(days):
-            bottom = top + PANEL_HEIGHT
+            bottom: float = top + PANEL_HEIGHT
             for slug in plugins:
                 value = data[metric][day].get(slug, 0)
                 if not value:

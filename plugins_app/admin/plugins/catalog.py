@@ -10,6 +10,7 @@ from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from accounts.models import Account
 from plugins_app.admin.plugins.forms import AccountChoiceMixin
 from plugins_app.admin.plugins.settings_form import SchemaSettingsMixin
 from plugins_app.admin.scoping import editable_accounts
@@ -21,7 +22,7 @@ from plugins_app.services.plugins import settings as plugin_settings
 
 
 class OfficialInstallForm(SchemaSettingsMixin, AccountChoiceMixin, forms.Form):
-    account = forms.ModelChoiceField(queryset=None, empty_label="Choose an account…")
+    account: forms.ModelChoiceField[Account] = forms.ModelChoiceField(queryset=None, empty_label="Choose an account…")
     grant = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
                                       label="Grant permissions")
 

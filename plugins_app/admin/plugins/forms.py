@@ -6,7 +6,9 @@ import hashlib
 import json
 
 from django import forms
+from django.http import QueryDict
 
+from accounts.models import Account
 from plugins_app.admin.plugins.settings_form import PrettyJSONField, SchemaSettingsMixin  # noqa: F401  (PrettyJSONField re-exported)
 from plugins_app.admin.scoping import editable_accounts
 from plugins_app.errors import InvalidInput
@@ -66,7 +68,7 @@ class AccountChoiceMixin:
 
 
 class InstallForm(AccountChoiceMixin, forms.Form):
-    account = forms.ModelChoiceField(queryset=None)
+    account: forms.ModelChoiceField[Account] = forms.ModelChoiceField(queryset=None)
     name = forms.CharField(max_length=100)
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     language = forms.ChoiceField(choices=Plugin.Language.choices, initial=Plugin.Language.TYPESCRIPT)
@@ -99,19 +101,24 @@ class InstallForm(AccountChoiceMixin, forms.Form):
     def was_reviewed(self) -> bool:
         return self.cleaned_data.get("reviewed") == self.digest
 
-    def _keep_source(self) -> None:
-        # An uploaded file is shown as pasted text from now on.
-        self.data = self.data.copy()
-        self.data["source"] = self.cleaned_data["source"]
-        self.data["language"] = self.cleaned_data["language"]
+    def _keep_source(self) -> QueryDict:
+        """An uploaded file is shown as pasted text from now on; returns the form's data, now a mutable copy."""
+        assert isinstance(self.data, QueryDict)   # a bound form of the install page: request.POST
+        data = self.data.copy()
+        data["source"] = self.cleaned_data["source"]
+        data["language"] = self.cleaned_data["language"]
+        self.data = data
+        return data
 
     def show_compiled(self, compiled: dict) -> None:
         """Re-render for review: the permissions it asks for become the only grant choices."""
-        self._keep_source()
-        self.data["reviewed"] = self.digest
-        self.fields["grant"].choices = [(p, p) for p in compiled["permissions"]]
-        self.fields["grant"].help_text = ("Tick what you approve. A call without its permission rejects the "
-                                          "plugin's promise; the chain keeps running.")
+        data = self._keep_source()
+        data["reviewed"] = self.digest
+        grant = self.fields["grant"]
+        assert isinstance(grant, forms.MultipleChoiceField)
+        grant.choices = [(p, p) for p in compiled["permissions"]]
+        grant.help_text = ("Tick what you approve. A call without its permission rejects the "
+                           "plugin's promise; the chain keeps running.")
 
     def add_compile_errors(self, errors: list[dict]) -> None:
         self._keep_source()
@@ -212,7 +219,7 @@ def _from_input(f, value):
 class TryItForm(AccountChoiceMixin, forms.Form):
     """A field per context field of the chosen hook, or the whole context pasted as JSON."""
 
-    account = forms.ModelChoiceField(queryset=None)
+    account: forms.ModelChoiceField[Account] = forms.ModelChoiceField(queryset=None)
     hook = forms.ChoiceField(choices=[(name, name) for name in HOOK_NAMES])
     context = forms.CharField(required=False, strip=False, label="Or the whole context as JSON",
                               help_text="When filled, this object is sent instead of the fields above.",

@@ -83,8 +83,8 @@ class PluginAdmin(AccountScopedAdmin):
     list_display = ["name", "slug", "owner", "language", "version", "hook_list", "permission_list"]
     list_filter = [KindFilter, "language"]
     search_fields = ["name", "slug", "description"]
-    fields = ["name", "slug", "owner", "description", "version", "language", "hook_list",
-              "host_member_list", "permission_list", "code_hash", "source_code", "created_at", "updated_at"]
+    fields = ("name", "slug", "owner", "description", "version", "language", "hook_list",
+              "host_member_list", "permission_list", "code_hash", "source_code", "created_at", "updated_at")
     readonly_fields = fields
 
     def get_queryset(self, request):

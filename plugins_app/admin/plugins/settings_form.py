@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import zoneinfo
+from typing import TYPE_CHECKING
 
 from django import forms
 
@@ -81,7 +82,13 @@ def from_form(spec: dict, value):
     return value
 
 
-class SchemaSettingsMixin:
+if TYPE_CHECKING:
+    _Form = forms.BaseForm   # what the mixin is mixed into, for the type checker
+else:
+    _Form = object
+
+
+class SchemaSettingsMixin(_Form):
     """Adds a field per setting (named setting_<key>) and a JSON textarea; `settings_mode` says which
     one the person edited. Call add_settings_fields() in __init__ and settings_value() when clean."""
 

@@ -17,7 +17,7 @@ class SshTurnAdmin(ReadOnlyAccountScopedAdmin):
     list_display = ["created_at", "ssh_host", "session_id", "turn_id", "state"]
     list_filter = ["state", ("created_at", DateRangeFilter), ("session_id", ExactTextFilter), "ssh_host"]
     list_select_related = ["ssh_host"]
-    fields = ["ssh_host", "session_id", "turn_id", "state", "refusal", "created_at", "updated_at"]
+    fields = ("ssh_host", "session_id", "turn_id", "state", "refusal", "created_at", "updated_at")
     readonly_fields = fields
 
     @admin.display(description="refusal")

@@ -47,8 +47,8 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
     list_filter = ["installation"]
     list_select_related = ["installation__plugin", "installation__account"]
     search_fields = ["note", "installation__plugin__slug"]
-    fields = ["installation", "number", "language", "note", "created_by_name", "created_at", "hooks",
-              "permissions", "code_hash", "source"]
+    fields = ("installation", "number", "language", "note", "created_by_name", "created_at", "hooks",
+              "permissions", "code_hash", "source")
     readonly_fields = fields
 
     def get_urls(self):

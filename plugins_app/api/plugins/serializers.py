@@ -16,10 +16,14 @@ class StrIdField(serializers.Field):
         return None if value is None else str(value)
 
 
+# Two findings of the DRF stubs, silenced where they stand:
+# - a declared field named like a Field attribute (`context`, `source`): the stubs see it override that
+#   attribute, but DRF's serializer metaclass takes declared fields out of the class's attributes;
+# - a JSONField's default: the stubs accept only a mapping, DRF any JSON value.
 class ExecuteRequestSerializer(serializers.Serializer):
-    context = serializers.JSONField()
-    hop = serializers.JSONField(required=False, default=0)
-    turnId = serializers.JSONField(required=False, default="")
+    context = serializers.JSONField()  # type: ignore[assignment]  # a field, not Field.context (see above)
+    hop = serializers.JSONField(required=False, default=0)  # type: ignore[arg-type]  # any JSON default
+    turnId = serializers.JSONField(required=False, default="")  # type: ignore[arg-type]  # any JSON default
     conversation = serializers.JSONField(required=False, help_text="the conversation so far, for "
                                                                    "host.session.conversation.read")
 
@@ -56,7 +60,7 @@ class OrderRequestSerializer(serializers.Serializer):
 
 class InstallRequestSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False)
-    source = serializers.CharField(trim_whitespace=False, required=False)
+    source = serializers.CharField(trim_whitespace=False, required=False)  # type: ignore[assignment]  # not Field.source
     language = serializers.ChoiceField(choices=["typescript", "javascript"], default="typescript")
     description = serializers.CharField(required=False, allow_blank=True, default="")
     grant = serializers.ListField(child=serializers.CharField(), required=False)

@@ -28,7 +28,9 @@ class VersionSerializer(serializers.ModelSerializer):
 
 
 class DraftRequestSerializer(serializers.Serializer):
-    source = serializers.CharField(trim_whitespace=False)
+    # The DRF stubs see Field.source overridden, but the serializer metaclass takes declared fields out
+    # of the class's attributes.
+    source = serializers.CharField(trim_whitespace=False)  # type: ignore[assignment]
     language = serializers.ChoiceField(choices=["typescript", "javascript"], required=False)
     note = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
 

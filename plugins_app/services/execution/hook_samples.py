@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from plugins_app.runtime.tables.context import sample_context
 from plugins_app.runtime.tables.hooks import HOOKS
 
 SESSION, AGENT, HOST = "7301240581932107776", "7301240581932107521", "7301240581932107900"
 
-EXAMPLES = {
+EXAMPLES: dict[str, dict[str, Any]] = {
     "systemPrompt": {"sessionId": SESSION, "agentId": AGENT, "sessionKind": "direct",
                      "systemPrompt": "You are Ada, a careful research assistant. Cite your sources."},
     "userMessageInbound": {"sessionId": SESSION, "channelId": "7301240581932108032",

@@ -161,7 +161,7 @@ def _skip_message(installation: Installation) -> str:
 
 # (installation, end of its quarantine) this process knows the warning is written for: a
 # quarantined plugin's calls keep coming, and each would otherwise cost a query.
-_WARNED: set[tuple[int, float]] = set()
+_WARNED: set[tuple[int | None, float]] = set()
 _WARNED_LIMIT = 10_000
 
 

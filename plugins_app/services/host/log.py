@@ -30,7 +30,7 @@ def store_logs(run: ChainRun) -> None:
             for inst, slug, line in lines if inst in alive]
     with transaction.atomic():
         PluginLog.objects.bulk_create(rows)
-        for inst in {row.installation_id for row in rows}:
+        for inst in alive & {inst for inst, _, _ in lines}:   # the installations of `rows`
             prune(inst)
 
 

@@ -195,15 +195,17 @@ def _post(url: str, body: bytes, headers: dict, timeout: float) -> tuple[int, by
     """POST to the platform, connecting only to an address the allow list accepts right now
     (checked again on every call, so a stored URL whose name was rebound goes nowhere)."""
     parts = urlsplit(url)
+    host = parts.hostname
+    assert host is not None   # check_base_url stores only a URL with a host
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
-        addresses = checked_addresses(parts.hostname, _port(parts))
+        addresses = checked_addresses(host, _port(parts))
     except ssrf.Refused as exc:
         # A name that does not resolve may only be a DNS hiccup; a refused address stays refused.
         raise _unreachable(url, f"refused: {exc}", retryable=isinstance(exc, ssrf.Unresolved)) from None
     deadline = time.monotonic() + timeout
     try:
-        conn = ssrf.connect_pinned(parts.scheme, parts.hostname, _port(parts), addresses, deadline)
+        conn = ssrf.connect_pinned(parts.scheme, host, _port(parts), addresses, deadline)
     except OSError as exc:
         raise _unreachable(url, f"{type(exc).__name__}: {exc}") from None
     try:

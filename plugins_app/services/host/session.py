@@ -45,11 +45,12 @@ def peer_send(call: HostCall, args: list) -> dict:
         raise HostError(f"host.session.peer.send: {exc.detail}") from None
     except PoolExhausted as exc:
         raise HostError(f"host.session.peer.send: the hub is too busy to deliver it now ({exc})") from None
-    cancelled = result.cancellation is not None
+    cancellation = result.cancellation
+    cancelled = cancellation is not None
     call.effects.append({
         "type": "peerMessage", "senderSessionId": session_id, "senderAgentId": agent_id,
         "targetSessionId": target, "text": result.value, "cancelled": cancelled,
-        "reason": result.cancellation.reason if cancelled else None, "hop": hop,
+        "reason": None if cancellation is None else cancellation.reason, "hop": hop,
     })
     # What the handlers of that message sent in turn, delivered after it.
     call.effects.extend(reactions)

@@ -71,7 +71,7 @@ def resolve(host: str, port: int) -> list[IPAddress]:
         raise Unresolved(f"{host} does not resolve ({exc})") from None
     addresses: list[IPAddress] = []
     for *_, sockaddr in infos:
-        ip = ipaddress.ip_address(sockaddr[0].split("%", 1)[0])
+        ip = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])   # an IP's text, maybe with %scope
         if ip not in addresses:
             addresses.append(ip)
     if not addresses:
@@ -181,6 +181,7 @@ def connect_pinned(scheme: str, host: str, port: int, addresses: list[IPAddress]
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
+        conn: PinnedHTTPConnection | PinnedHTTPSConnection
         if scheme == "https":
             conn = PinnedHTTPSConnection(host, port, timeout=remaining, context=context)
         else:

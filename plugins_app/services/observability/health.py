@@ -9,7 +9,7 @@ from django.db import connection
 
 from plugins_app.services.engine.tier import get_tier
 
-BROKER_TIMEOUT_SECONDS = 2.0
+BROKER_TIMEOUT_SECONDS = 2   # whole seconds: kombu's ensure_connection documents an int timeout
 
 
 @dataclass

@@ -86,6 +86,7 @@ class Window:
         for index in sorted(int(k) for k in self.buckets):
             seen += self.buckets[str(index)]
             if seen >= rank:
+                assert self.min_ms is not None and self.max_ms is not None   # set by the window's first run
                 low, high = bucket_bounds(index)
                 return round(min(max((low + high) / 2, self.min_ms), self.max_ms), 3)
         return self.max_ms

@@ -207,7 +207,9 @@ def _utc_offsets(zone: str, year: int) -> tuple[tuple[int, int], ...]:
     end = datetime(year + OFFSET_YEARS, 1, 1, tzinfo=UTC)
 
     def offset(at: datetime) -> int:
-        return int(at.astimezone(tz).utcoffset().total_seconds())
+        delta = at.astimezone(tz).utcoffset()
+        assert delta is not None   # an aware datetime always has one
+        return int(delta.total_seconds())
 
     table = [(int(start.timestamp()), offset(start))]
     step = timedelta(hours=6)

@@ -173,8 +173,9 @@ def get_run(account, run_id, field: str = "cronRunId") -> CronRun:
 
 # --- slots -------------------------------------------------------------------------------------
 
-def run_now(account, job_id) -> CronRun:
-    """Fire one slot of the job now (even when disabled), in the caller's process."""
+def run_now(account, job_id) -> CronRun | None:
+    """Fire one slot of the job now (even when disabled), in the caller's process; None only when the
+    job was deleted in between."""
     job = get_job(account, job_id)
     return fire_slot(job.pk, trigger_key=f"manual-{uuid.uuid4().hex}", trigger=CronRun.Trigger.MANUAL)
 

@@ -73,8 +73,11 @@ def target_for(host: SshHost) -> Target:
     """How to reach `host`: directly, or through its jump host."""
     if host.is_tunnel:
         jump = host.jump_host
+        # hosts.prepare saves a tunnel host only with a jump host, and that one direct (with a port).
+        assert jump is not None and jump.port is not None
         return Target(_endpoint(host, host.hostname, host.tunnel_port or 22),
                       _endpoint(jump, jump.hostname, jump.port))
+    assert host.port is not None   # hosts.prepare saves a direct host only with its port
     return Target(_endpoint(host, host.hostname, host.port))
 
 

@@ -103,7 +103,10 @@ def _open_turn(account, host: SshHost, op: Operation, hooks: dict) -> dict | Non
         if turn.state == SshTurn.State.OPENING:
             raise Conflict(f"the connection to {host.display_name} is still being opened for this turn; "
                            f"retry shortly")
-        return dict(turn.cancellation, earlier=True) if turn.state == SshTurn.State.REFUSED else None
+        if turn.state != SshTurn.State.REFUSED:
+            return None
+        assert turn.cancellation is not None   # a refused turn keeps its refusal
+        return dict(turn.cancellation, earlier=True)
     try:
         opening, effects = execute_hook(account, OPENING, _opening_context(host, op), turn_id=op.turn_id)
     except BaseException:
@@ -176,6 +179,7 @@ def _unrunnable(op: Operation) -> str | None:
 
 def _cancellation(hook: str, result: ChainResult) -> dict:
     c = result.cancellation
+    assert c is not None   # called for a cancelled chain only
     return {"hook": hook, "installationId": c.installation_id, "plugin": c.plugin, "reason": c.reason}
 
 
@@ -185,8 +189,11 @@ def _perform(host: SshHost, op: Operation, hooks: dict) -> ssh.SshResult:
     timeout = settings.HUB_SSH.command_timeout_seconds
     try:
         target = ssh.target_for(host)
+        # _unrunnable turned away an operation without its command or path.
         if op.kind == "command":
+            assert op.command is not None
             return ssh.run_command(target, op.command, timeout=timeout)
+        assert op.path is not None
         return ssh.run_file_operation(target, op.kind, op.path, op.content, timeout=timeout)
     except ssh.SshTimedOut as exc:
         return exc.result   # it ran: the model should see what it printed before the cut

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncssh
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models import ProtectedError
 
 from plugins_app.errors import Conflict, InvalidInput
@@ -71,7 +71,7 @@ def prepare(host: SshHost, data: dict, *, creating: bool) -> SshHost:
         fields["host_key"], host.host_key_fingerprint = parse_host_key(fields["host_key"])
     for name in ("display_name", "hostname", "username"):
         if name in fields:
-            fields[name] = _text(name, fields[name], SshHost._meta.get_field(name).max_length)
+            fields[name] = _text(name, fields[name], _max_length(name))
     for name, value in fields.items():
         setattr(host, name, value)
     if creating and host.is_tunnel and "tunnel_port" not in fields:
@@ -81,6 +81,12 @@ def prepare(host: SshHost, data: dict, *, creating: bool) -> SshHost:
         pem, host.public_key = parse_private_key(private_key)
         host.set_private_key(pem)
     return host
+
+
+def _max_length(name: str) -> int:
+    field = SshHost._meta.get_field(name)
+    assert isinstance(field, models.CharField) and field.max_length is not None
+    return field.max_length
 
 
 def _text(name: str, value, max_length: int) -> str:
