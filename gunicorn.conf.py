@@ -32,7 +32,8 @@ def on_starting(server):
     directory = _tier_dir = tempfile.mkdtemp(prefix="hub-engines-")
     _tier = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.engine.supervisor", directory,
                               "--engines", str(config.processes), "--lane", str(config.lane_processes),
-                              "--isolate-memory-mb", str(config.isolate_memory_mb)],
+                              "--isolate-memory-mb", str(config.isolate_memory_mb),
+                              "--engine-memory-mb", str(config.engine_memory_mb)],
                              cwd=Path(__file__).resolve().parent)
     layout = Path(directory) / "tier.json"
     deadline = time.monotonic() + 30

@@ -13,6 +13,9 @@ DEFAULT_BUDGET_MS = 5000         # the spec's 5 s per handler
 # CPU one invocation may use, wherever it spends it (its body, timers, microtasks): a handler that
 # awaits nothing blocking and still runs this long is burning the engine other accounts share.
 DEFAULT_CPU_MS = 1000
+# What one engine process may hold, its isolates' heaps and the memory they hold outside them
+# (ArrayBuffers) together: three engines at this fit a 2-core, 24 GiB machine with room for the rest.
+DEFAULT_ENGINE_MEMORY_MB = 2048
 
 
 class EngineConfigError(ValueError):
@@ -35,6 +38,9 @@ class EngineConfig:
     budget_ms: int = DEFAULT_BUDGET_MS
     # HUB_CPU_MS: thread CPU time one invocation may use, on top of the wall-clock budget.
     cpu_ms: int = DEFAULT_CPU_MS
+    # HUB_ENGINE_MEMORY_MB: resident memory of one engine process; near it, the engine finds the
+    # installations whose module state holds the memory and drops them (see engine/memory.py).
+    engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, default_processes: int = DEFAULT_PROCESSES) -> EngineConfig:
@@ -44,7 +50,8 @@ class EngineConfig:
                    lane_processes=_whole(environ, "HUB_LANE_PROCESSES", DEFAULT_LANE_PROCESSES, minimum=0),
                    isolate_memory_mb=_whole(environ, "HUB_ISOLATE_MEMORY_MB", DEFAULT_ISOLATE_MEMORY_MB, minimum=1),
                    budget_ms=_whole(environ, "HUB_BUDGET_MS", DEFAULT_BUDGET_MS, minimum=1),
-                   cpu_ms=_whole(environ, "HUB_CPU_MS", DEFAULT_CPU_MS, minimum=1))
+                   cpu_ms=_whole(environ, "HUB_CPU_MS", DEFAULT_CPU_MS, minimum=1),
+                   engine_memory_mb=_whole(environ, "HUB_ENGINE_MEMORY_MB", DEFAULT_ENGINE_MEMORY_MB, minimum=256))
 
 
 def _whole(environ: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:

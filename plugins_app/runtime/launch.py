@@ -8,6 +8,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from plugins_app.runtime.config import DEFAULT_ENGINE_MEMORY_MB
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]   # engines start here, where plugins_app is importable
 
 
@@ -21,17 +23,20 @@ class EngineArgs:
     lifeline: int | None = None   # the supervisor's pipe: the engine exits when it closes
     nice: int = 0                 # added to its isolates' threads' nice value (the lane's engines)
     spare: bool = True            # keep a spare isolate started, to take a replaced one's place at once
+    engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB   # the process's resident memory bound (EngineConfig)
 
     def argv(self) -> list[str]:
         given = {"memory_mb": self.memory_mb, "listen": self.listen, "conn": self.conn,
-                 "lifeline": self.lifeline, "nice": self.nice, "spare": int(self.spare)}
+                 "lifeline": self.lifeline, "nice": self.nice, "spare": int(self.spare),
+                 "engine_memory_mb": self.engine_memory_mb}
         return [f"{name}={value}" for name, value in given.items() if value is not None]
 
     @classmethod
     def parse(cls, argv: list[str]) -> EngineArgs:
         given = {name: int(value) for name, value in (arg.split("=", 1) for arg in argv)}
         return cls(memory_mb=given["memory_mb"], listen=given.get("listen"), conn=given.get("conn"),
-                   lifeline=given.get("lifeline"), nice=given.get("nice", 0), spare=given.get("spare", 1) != 0)
+                   lifeline=given.get("lifeline"), nice=given.get("nice", 0), spare=given.get("spare", 1) != 0,
+                   engine_memory_mb=given.get("engine_memory_mb", DEFAULT_ENGINE_MEMORY_MB))
 
     def start(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
         """The engine process, given the descriptors named here."""

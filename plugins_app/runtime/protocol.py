@@ -91,6 +91,7 @@ class TraceEntry(TypedDict, total=False):
     logsDropped: int
     hostCalls: int
     crash: str              # a CrashKind value when the handler cost its isolate
+    stateReset: str         # why its module state is new: dropped or lost with an isolate (not its fault)
     context: JsonObject     # the value after this handler (traceValues only)
 
 

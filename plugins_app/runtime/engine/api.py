@@ -6,6 +6,7 @@ import asyncio
 from typing import Protocol
 
 from plugins_app.runtime.engine.isolate import Isolate
+from plugins_app.runtime.engine.memory import MemoryBooks
 from plugins_app.runtime.protocol import Job, JsonObject, RunResult, RunState
 
 
@@ -15,12 +16,13 @@ class EngineSide(Protocol):
     state: RunState | None         # the chain in progress: host calls are answered in its context
     run_seq: int                   # the latest chain's number (the harness's progress buffer carries it)
     host_activity: asyncio.Event   # set when a host call is answered: a chain waiting on one looks again
+    memory: MemoryBooks            # whose memory the process holds, and the notes their next traces carry
 
     async def ready_isolate(self) -> Isolate:
         """The isolate chains run in (the spare takes the place of a replaced one)."""
         ...
 
-    async def replace_isolate(self) -> None:
+    async def replace_isolate(self, why: str = ...) -> None:
         """Close the isolate, stopping whatever runs in it; the spare takes its place."""
         ...
 

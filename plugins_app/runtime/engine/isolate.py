@@ -147,6 +147,17 @@ class Isolate:
         with contextlib.suppress(Exception):   # the isolate may be closed meanwhile: nothing to collect
             await asyncio.get_running_loop().run_in_executor(None, mr.low_memory_notification)
 
+    async def heap_used(self) -> int:
+        """Bytes in use on the isolate's heap (a count on the isolate's thread, under a millisecond)."""
+        mr = self.mr
+        if mr is None:
+            return 0
+        try:
+            stats = await asyncio.get_running_loop().run_in_executor(None, mr.heap_stats)
+        except Exception:   # closed meanwhile
+            return 0
+        return int(stats.get("used_heap_size", 0)) if isinstance(stats, dict) else 0
+
     def cpu_seconds(self) -> float:
         """CPU time the isolate's thread has used: what a handler spends there, in its body, its
         timers or its microtasks, is charged to the invocation running (one at a time)."""

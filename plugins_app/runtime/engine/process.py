@@ -17,9 +17,11 @@ import uvloop
 from py_mini_racer._exc import JSOOMException
 
 from plugins_app.runtime import protocol, wire
+from plugins_app.runtime.config import DEFAULT_ENGINE_MEMORY_MB
 from plugins_app.runtime.engine.bench import bench
 from plugins_app.runtime.engine.compiler import Compiler
 from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost, LoadCostIsolate
+from plugins_app.runtime.engine.memory import MAX_DROPS, MemoryBooks
 from plugins_app.runtime.engine.run import DEMOTED_NICE, run_chain, start_attempt
 from plugins_app.runtime.launch import EngineArgs
 from plugins_app.runtime.protocol import CrashKind, Job, JsonObject, Op, RunResult, RunState
@@ -28,12 +30,6 @@ from plugins_app.runtime.tables.members import UNCHARGED_MEMBERS
 BUSY_SECONDS = 0.02          # a chain holding the isolate longer than this sends newcomers elsewhere
 MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewhere
 CODE_CACHE_BYTES = 128 * 1024 * 1024
-
-
-def rss_bytes() -> int:
-    """This engine process's resident memory: V8's heap and what lives off it (ArrayBuffers)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 class Client:
@@ -55,8 +51,13 @@ class Client:
 class Engine:
     """Implements engine/api.py's EngineSide, which run.py and bench.py are given."""
 
-    def __init__(self, memory_mb: int, limits: protocol.Limits, spare: bool = True, nice: int = 0):
+    def __init__(self, memory_mb: int, limits: protocol.Limits, spare: bool = True, nice: int = 0,
+                 engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB):
         self.memory_mb = memory_mb
+        self.memory = MemoryBooks(engine_memory_mb, memory_mb)
+        # Memory is being counted or looked for between chains: a newcomer waits in the queue (a
+        # collection takes tens of milliseconds) rather than going to an engine that lacks its state.
+        self.relieving = False
         self.limits = limits
         self.keep_spare = spare
         self.isolate: Isolate | None = None
@@ -152,6 +153,7 @@ class Engine:
             return {"error": "unload wants {account: string, ids: [string]}"}
         keys = [f"{account}/{inst_id}" for inst_id in ids]
         for key in keys:
+            self.memory.forget(key)
             if (item := self.code.pop(key, None)) is not None:
                 self.code_bytes -= len(item["code"])
         iso = self.isolate
@@ -165,7 +167,8 @@ class Engine:
 
     def status(self) -> JsonObject:
         iso = self.isolate
-        return {"pong": True, "pid": os.getpid(), "replaced": self.replaced, "rssBytes": rss_bytes(),
+        return {"pong": True, "pid": os.getpid(), "replaced": self.replaced, "rssBytes": self.memory.rss(),
+                "memoryCharged": self.memory.charged, "memoryTop": self.memory.top(3),
                 "accounts": sorted({key.split("/", 1)[0] for key in iso.loaded}) if iso else [],
                 "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs),
                 "running": self.running.message.get("account") if self.running else None,
@@ -195,7 +198,8 @@ class Engine:
             return False
         try:
             handlers = message["handlers"]
-            if iso.lacking(message["account"], handlers):
+            if self.relieving or self.memory.due() or iso.lacking(message["account"], handlers) or self.memory.pending(
+                    message["account"], [h["id"] for h in handlers]):
                 return False
             job.started_state = start_attempt(self, iso, job, handlers, message["context"], early=True)
         except (KeyError, TypeError):   # malformed: the work loop answers it as a fault
@@ -228,6 +232,7 @@ class Engine:
         job.started_state = None
         self.jobs.remove(job)
         self.running = None
+        self.chain_ended(job)
         try:
             yield
         finally:
@@ -304,9 +309,13 @@ class Engine:
 
     async def work(self) -> None:
         while True:
-            while not self.jobs:
+            if self.memory.due() and self.running is None:   # before the next chain, never during one
+                await self.relieve_memory()
+                continue
+            if not self.jobs:
                 self.jobs_ready.clear()
                 await self.jobs_ready.wait()
+                continue
             job = self.jobs.popleft()
             if job.started_state is None:
                 job.started = time.monotonic()
@@ -325,6 +334,7 @@ class Engine:
             finally:
                 self._bounce_timer.cancel()
                 self.running = None
+                self.chain_ended(job)
             if reply is not None:
                 job.client.send(protocol.result(job.message.get("id"), **reply))
 
@@ -347,6 +357,7 @@ class Engine:
     # -- isolates ------------------------------------------------------------------------------
     async def new_isolate(self) -> Isolate:
         iso = await Isolate(self.memory_mb, self.limits, self.host_call).start()
+        self.memory.rebase()   # what an isolate's start grew the process by is nobody's plugin
         if self.lowered:
             self._set_priority(iso, self.base_nice, idle=False)
         return iso
@@ -362,12 +373,14 @@ class Engine:
         if self.keep_spare and self.spare is None:
             self.spare = asyncio.get_running_loop().create_task(self.new_isolate())
 
-    async def replace_isolate(self) -> None:
+    async def replace_isolate(self, why: str = "a handler had to be stopped") -> None:
         """Close the current isolate (stopping whatever runs in it) and put the spare in its place;
-        every account's compartments come back from the code cache on their next call."""
+        every account's compartments come back from the code cache on their next call, and each
+        installation's next trace says its state was lost, and why."""
         old, self.isolate = self.isolate, None
         self.replaced += 1
         if old is not None:
+            self.memory.lost(list(old.loaded), why)
             # Closed in the background: the caller's answer must not wait for the old isolate's
             # thread to notice it was stopped (slow when it was demoted and the machine is busy).
             closing = asyncio.get_running_loop().create_task(self._close(old))
@@ -381,6 +394,54 @@ class Engine:
             await iso.close()
         except RuntimeError:
             os._exit(3)   # V8 did not stop: only a new process is certain to
+
+    # -- memory ----------------------------------------------------------------------------------
+    def chain_ended(self, job: Job) -> None:
+        """Puts what the process grew by during the chain down to its handlers; near a bound, the
+        work loop looks for who holds the memory before it takes the next chain."""
+        message = job.message
+        if message.get("op") != Op.RUN.value:
+            return
+        handlers = message.get("handlers")
+        ids = [h.get("id") for h in handlers if isinstance(h, dict)] if isinstance(handlers, list) else []
+        self.memory.chain_ended(str(message.get("account")), [i for i in ids if isinstance(i, str)])
+        if self.memory.due():
+            self.jobs_ready.set()
+
+    async def relieve_memory(self) -> None:
+        """Near the isolate's heap limit or the process's bound: collect, and if that is not enough,
+        drop the compartments the process grew the most by, one at a time, until the pressure is
+        gone. One that gives back a lot is charged; one that does not only loses its state. Either is
+        told on its next trace. Newcomers wait in the queue meanwhile."""
+        iso = self.isolate
+        if iso is None:
+            self.memory.recounted()
+            self.memory.settled(0)
+            return
+        self.relieving = True
+        try:
+            if self.memory.recount is not None:
+                await iso.collect()
+                self.memory.recounted()
+                if not self.memory.relief_due:
+                    return
+            heap = await iso.heap_used()
+            if self.memory.pressed(heap):
+                await iso.collect()
+                heap = await iso.heap_used()
+            for _ in range(MAX_DROPS):
+                key = self.memory.biggest(iso.loaded) if self.memory.pressed(heap) else None
+                if key is None:
+                    break
+                rss_before, heap_before = self.memory.rss(), heap
+                account, inst_id = key.split("/", 1)
+                iso.forget(account, [inst_id])
+                await iso.collect()
+                heap = await iso.heap_used()
+                self.memory.dropped(key, max(rss_before - self.memory.rss(), heap_before - heap))
+            self.memory.settled(heap)
+        finally:
+            self.relieving = False
 
     # -- code ------------------------------------------------------------------------------------
     def remember(self, account: str, code: dict[str, JsonObject]) -> None:
@@ -473,7 +534,8 @@ async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frame
 
 def main() -> None:
     args = EngineArgs.parse(sys.argv[1:])
-    engine = Engine(args.memory_mb, protocol.DEFAULT_LIMITS, spare=args.spare, nice=args.nice)
+    engine = Engine(args.memory_mb, protocol.DEFAULT_LIMITS, spare=args.spare, nice=args.nice,
+                    engine_memory_mb=args.engine_memory_mb)
     listener = socket.socket(fileno=args.listen) if args.listen is not None else None
     conn = wire.Frames(args.conn) if args.conn is not None else None
     if conn is not None:

@@ -46,6 +46,9 @@ async def run_chain(engine: EngineSide, job: Job) -> RunResult:
     trace: list[TraceEntry] = []
     context = req["context"]
     offset = 0
+    # A handler with something to be told (a memory charge, state that was lost) gets its answer
+    # through this loop, where the trace can carry it, never early from the isolate's thread.
+    told = engine.memory.pending(account, list(hashes))
     while True:
         iso = await engine.ready_isolate()
         batch = handlers[offset:]
@@ -58,26 +61,47 @@ async def run_chain(engine: EngineSide, job: Job) -> RunResult:
             for _ in range(2):
                 if wanted and (problem := await _load(engine, iso, account, wanted, hashes)):
                     return problem
-                outcome = await _attempt(engine, iso, job, batch, context, early=offset == 0)
+                outcome = await _attempt(engine, iso, job, batch, context, early=offset == 0 and not told)
                 if "missing" not in outcome:
                     break
                 wanted = outcome["missing"]
         except IsolateLost as lost:
-            await engine.replace_isolate()
+            await engine.replace_isolate(f"a handler of another installation {_WHY.get(lost.kind, 'broke it')}")
             if lost.kind == CrashKind.CRASHED.value:   # the harness failed, not a handler: blame nobody
                 return {"fatal": lost.kind}
             context, lost_trace = _resume_point(req, batch, lost, context)
+            engine.memory.blamed(f"{account}/{batch[lost.index]['id']}")
             trace.extend(lost_trace)
             offset += lost.index + 1
             if offset >= len(handlers):
-                return {"done": True, "trace": trace, "context": context, "cancellation": None}
+                return {"done": True, "trace": _told(engine, account, trace), "context": context,
+                        "cancellation": None}
             continue
         if "missing" in outcome or outcome.get("answeredEarly"):
             return outcome
         if cancelled := outcome.get("cancellation"):
             cancelled["index"] += offset
-        outcome["trace"] = trace + outcome.get("trace", [])
+        outcome["trace"] = _told(engine, account, trace + outcome.get("trace", []))
         return outcome
+
+
+_WHY = {CrashKind.WEDGED.value: "never yielded", CrashKind.MEMORY.value: "ran out of memory"}
+
+
+def _told(engine: EngineSide, account: str, trace: list[TraceEntry]) -> list[TraceEntry]:
+    """Puts on each entry what its installation must be told: a memory charge (a crash of kind
+    memory, so the web side strikes it) or module state that had to go (no strike)."""
+    for entry in trace:
+        note = engine.memory.take_note(account, entry["id"])
+        if note is None:
+            continue
+        text, charged = note
+        if charged:
+            entry["crash"] = CrashKind.MEMORY.value
+            entry["warning"] = text
+        else:
+            entry["stateReset"] = text
+    return trace
 
 
 async def _load(engine: EngineSide, iso: Isolate, account: str, ids: list[str],
@@ -221,7 +245,7 @@ async def _answer(engine: EngineSide, iso: Isolate, state: RunState, budget: flo
             if iso.memory_exceeded():
                 raise IsolateLost(CrashKind.MEMORY.value)
             return value
-        if iso.memory_exceeded():
+        if iso.memory_exceeded() or engine.memory.over_bound():   # the heap's limit, or the process's
             raise IsolateLost(CrashKind.MEMORY.value)
         seq, index, started = iso.progress()
         if seq != state.seq:

@@ -13,7 +13,12 @@ import tempfile
 import threading
 from pathlib import Path
 
-from plugins_app.runtime.config import DEFAULT_ISOLATE_MEMORY_MB, EngineConfig, EngineConfigError
+from plugins_app.runtime.config import (
+    DEFAULT_ENGINE_MEMORY_MB,
+    DEFAULT_ISOLATE_MEMORY_MB,
+    EngineConfig,
+    EngineConfigError,
+)
 from plugins_app.runtime.launch import EngineArgs
 from plugins_app.runtime.protocol import TierLayout
 
@@ -25,10 +30,11 @@ class Slot:
     """One engine's place: its listening socket outlives the processes that serve it, so a web
     process that connects while an engine is being replaced just waits in the backlog."""
 
-    def __init__(self, path: Path, env: dict[str, str], memory_mb: int, nice: int = 0):
+    def __init__(self, path: Path, env: dict[str, str], memory_mb: int, nice: int = 0,
+                 engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB):
         self.path = path
         self.env = env
-        self.memory_mb, self.nice = memory_mb, nice
+        self.memory_mb, self.nice, self.engine_memory_mb = memory_mb, nice, engine_memory_mb
         if path.exists():
             path.unlink()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -39,7 +45,7 @@ class Slot:
 
     def start(self, lifeline: int) -> None:
         self.proc = EngineArgs(self.memory_mb, listen=self.listener.fileno(), lifeline=lifeline,
-                               nice=self.nice).start(self.env)
+                               nice=self.nice, engine_memory_mb=self.engine_memory_mb).start(self.env)
         self.starts += 1
 
     def stop(self) -> None:
@@ -52,14 +58,15 @@ class Supervisor:
     """`engines` shared engines and `lane` lower-priority ones, each restarted when it exits."""
 
     def __init__(self, directory: str | Path, engines: int = 2, lane: int = 1, env: dict[str, str] | None = None,
-                 memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB):
+                 memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB, engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.memory_mb = memory_mb
         base = dict(env if env is not None else os.environ)
-        self.slots = [Slot(self.directory / f"engine-{i}.sock", base, memory_mb) for i in range(max(1, engines))]
-        self.lane_slots = [Slot(self.directory / f"lane-{i}.sock", base, memory_mb, nice=LANE_NICE)
-                           for i in range(lane)]
+        self.slots = [Slot(self.directory / f"engine-{i}.sock", base, memory_mb, engine_memory_mb=engine_memory_mb)
+                      for i in range(max(1, engines))]
+        self.lane_slots = [Slot(self.directory / f"lane-{i}.sock", base, memory_mb, nice=LANE_NICE,
+                                engine_memory_mb=engine_memory_mb) for i in range(lane)]
         self._lifeline_r, self._lifeline_w = os.pipe()   # engines exit when this process is gone
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
@@ -108,9 +115,11 @@ class Supervisor:
             pass
 
 
-def local_supervisor(engines: int, lane: int = 1, memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB) -> Supervisor:
+def local_supervisor(engines: int, lane: int = 1, memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB,
+                     engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB) -> Supervisor:
     """A supervisor inside this process, on sockets in a private directory (tests, runserver, Celery)."""
-    return Supervisor(tempfile.mkdtemp(prefix="hub-engines-"), engines, lane, memory_mb=memory_mb).start()
+    return Supervisor(tempfile.mkdtemp(prefix="hub-engines-"), engines, lane, memory_mb=memory_mb,
+                      engine_memory_mb=engine_memory_mb).start()
 
 
 def main() -> None:
@@ -125,9 +134,11 @@ def main() -> None:
     parser.add_argument("--engines", type=int, default=config.processes)
     parser.add_argument("--lane", type=int, default=config.lane_processes)
     parser.add_argument("--isolate-memory-mb", type=int, default=config.isolate_memory_mb)
+    parser.add_argument("--engine-memory-mb", type=int, default=config.engine_memory_mb)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="[engines] %(message)s")
-    supervisor = Supervisor(args.directory, args.engines, args.lane, memory_mb=args.isolate_memory_mb).start()
+    supervisor = Supervisor(args.directory, args.engines, args.lane, memory_mb=args.isolate_memory_mb,
+                            engine_memory_mb=args.engine_memory_mb).start()
     layout = Path(args.directory) / "tier.json"
     layout.write_text(json.dumps(supervisor.describe()))
     stop = threading.Event()

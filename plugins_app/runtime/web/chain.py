@@ -51,6 +51,7 @@ class HandlerTrace:
     crash: str | None = None   # a CrashKind value when this handler cost its isolate or engine
     value: Any = None      # the hook's value after this handler; filled only when asked for
     quarantined_until: float | None = None   # set when it was skipped for a quarantine (epoch seconds)
+    state_reset: str | None = None   # why its module state started afresh, when another's fault made it
 
     @property
     def engine_restarted(self) -> bool:
@@ -224,7 +225,8 @@ def _trace(spec: HookSpec, handler: Handler, t: TraceEntry) -> HandlerTrace:
         logs = logs + [{"level": "warn", "message": f"{t['logsDropped']} more log lines dropped", "at": None}]
     value = spec.value_of(t["context"]) if "context" in t else None
     return HandlerTrace(handler.installation_id, handler.plugin, t["status"], bool(t.get("changed")),
-                        float(t.get("durationMs") or 0), t.get("warning"), logs, t.get("crash"), value=value)
+                        float(t.get("durationMs") or 0), t.get("warning") or t.get("stateReset"), logs,
+                        t.get("crash"), value=value, state_reset=t.get("stateReset"))
 
 
 def _cancellation(handler: Handler, data: JsonObject) -> Cancellation:

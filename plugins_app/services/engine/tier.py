@@ -61,7 +61,8 @@ def get_tier() -> Tier:
                 _tier = tier_from_directory(directory)
             else:
                 supervisor = local_supervisor(settings.HUB_ENGINE.processes, settings.HUB_ENGINE.lane_processes,
-                                              memory_mb=settings.HUB_ENGINE.isolate_memory_mb)
+                                              memory_mb=settings.HUB_ENGINE.isolate_memory_mb,
+                                              engine_memory_mb=settings.HUB_ENGINE.engine_memory_mb)
                 atexit.register(supervisor.stop)
                 _tier = tier_for(supervisor.describe())
             _tier.waiting = _waiting

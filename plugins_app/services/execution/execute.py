@@ -84,6 +84,8 @@ def _warned(t) -> list[tuple[str, str]]:
         found.append((t.status, t.warning or t.status))
     if t.engine_restarted:
         found.append((HandlerWarning.Kind.ENGINE_RESTART, t.warning or "engine replaced"))
+    if t.state_reset:   # not its fault: no strike, but its author learns why its counters went back
+        found.append((HandlerWarning.Kind.ENGINE_RESTART, t.state_reset))
     return found
 
 

@@ -1,0 +1,166 @@
+"""Whose memory an engine holds: what each installation's chains grew the process by, relief when the
+engine nears its bounds (drop the installation that holds the memory, not whoever runs next), and the
+notes an installation's next trace carries (a charge, or module state that had to go)."""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+
+MIB = 1024 * 1024
+# Past this share of the process's bound (HUB_ENGINE_MEMORY_MB), or of the isolate's heap limit, after
+# a chain, the engine collects and, if still over, finds who holds the memory. The heap's share is
+# lower: a handler's temporary must still fit in what is left (a 32 MiB one in a 256 MiB isolate).
+PROCESS_SOFT_SHARE = 0.8
+HEAP_SOFT_SHARE = 0.6
+# A compartment whose drop gave back at least this much was holding it: its installation is charged
+# (a memory strike, which also moves it to the lane). Less, and it was not the one: it only lost its state.
+CHARGE_BYTES = 16 * MIB
+MAX_DROPS = 3          # compartments dropped in one relief, at most
+# After a relief, the process must grow this much more before the next (one that found nothing to drop
+# must not make every chain pay for another look).
+RELIEF_STEP = 32 * MIB
+# A chain that grew the process by this much is followed by a full collection before the next chain,
+# and only what survives it is put down to the chain: a large temporary counts for nothing.
+RECOUNT_BYTES = 16 * MIB
+MAX_KEYS = 20_000      # installations kept in the books (the oldest go first)
+
+CHARGE = ("kept {mib} MiB in its module state while its engine neared its memory bound; its compartment "
+          "was dropped (its state with it) and it counts a memory strike")
+DROPPED = "its module state was dropped while its engine freed memory that another installation held"
+REPLACED = "its module state was lost: its engine's isolate was replaced ({why})"
+
+
+class MemoryBooks:
+    """Kept by one engine process. Chains run one at a time, so what the process grew or shrank by
+    across a chain is put down to that chain's handlers, floored at zero; after a chain that grew it
+    a lot, only what survives a full collection. What a handler keeps adds up, what it only uses
+    does not: the installation that holds the memory ranks first. The ranking only orders the
+    search; dropping a compartment and measuring what came back is what charges."""
+
+    def __init__(self, process_bound_mb: int, heap_limit_mb: int):
+        self.process_bound = process_bound_mb * MIB
+        self.heap_soft = int(heap_limit_mb * MIB * HEAP_SOFT_SHARE)
+        self.process_soft = int(self.process_bound * PROCESS_SOFT_SHARE)
+        self._statm = os.open("/proc/self/statm", os.O_RDONLY)   # one pread a chain: ~2 us
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        self.last = self.rss()
+        # The process's size past which the isolate's heap may have passed its soft share: what is not
+        # heap at the last look, plus that share (a look costs a heap count, under a millisecond).
+        self.heap_mark = self.last + self.heap_soft
+        self.process_mark = self.process_soft
+        self.growth: OrderedDict[str, float] = OrderedDict()   # "account/id" -> bytes put down to it
+        self.notes: OrderedDict[str, tuple[str, bool]] = OrderedDict()   # "account/id" -> (warning, charged)
+        self.relief_due = False
+        self.recount: tuple[str, list[str], int] | None = None   # (account, ids, size before) awaiting a collection
+        self.charged = 0               # installations charged since the process started (status)
+
+    def rss(self) -> int:
+        return int(os.pread(self._statm, 64, 0).split()[1]) * self._page
+
+    def over_bound(self) -> bool:
+        """Past the process's hard bound: whatever runs now is stopped (its isolate is replaced)."""
+        return self.rss() > self.process_bound
+
+    def due(self) -> bool:
+        """Whether the engine must collect (a recount, a relief) before it takes the next chain."""
+        return self.relief_due or self.recount is not None
+
+    def chain_ended(self, account: str, handler_ids: list[str]) -> None:
+        now = self.rss()
+        if now - self.last >= RECOUNT_BYTES and handler_ids:
+            self.recount = (account, handler_ids, self.last)
+            return
+        self._put_down(account, handler_ids, now - self.last)
+        self._look(now)
+
+    def rebase(self) -> None:
+        """The process grew for its own reasons (an isolate started): count the next chain from here."""
+        now = self.rss()
+        self.heap_mark += max(0, now - self.last)
+        self.last = now
+
+    def recounted(self) -> None:
+        """After the full collection a recount waited for: what survived it is put down."""
+        if self.recount is None:
+            return
+        account, handler_ids, before = self.recount
+        self.recount = None
+        now = self.rss()
+        self._put_down(account, handler_ids, now - before)
+        self._look(now)
+
+    def _put_down(self, account: str, handler_ids: list[str], grown: int) -> None:
+        if grown and handler_ids:
+            share = grown / len(handler_ids)
+            for inst_id in handler_ids:
+                key = f"{account}/{inst_id}"
+                self.growth[key] = max(0.0, self.growth.pop(key, 0.0) + share)
+            while len(self.growth) > MAX_KEYS:
+                self.growth.popitem(last=False)
+
+    def _look(self, now: int) -> None:
+        self.last = now
+        if now > self.process_mark or now > self.heap_mark:
+            self.relief_due = True
+
+    def pressed(self, heap_used: int) -> bool:
+        """Is the isolate's heap or the process past its soft share?"""
+        return heap_used > self.heap_soft or self.rss() > self.process_soft
+
+    def biggest(self, loaded: dict[str, str]) -> str | None:
+        """The loaded installation the process grew the most by, if any grew it."""
+        candidates = [(grown, key) for key, grown in self.growth.items() if key in loaded and grown > 0]
+        return max(candidates)[1] if candidates else None
+
+    def dropped(self, key: str, freed: int) -> bool:
+        """`key`'s compartment was dropped to relieve memory and gave back `freed` bytes; True if it is charged."""
+        self.growth.pop(key, None)
+        charged = freed >= CHARGE_BYTES
+        self._note(key, CHARGE.format(mib=freed // MIB) if charged else DROPPED, charged)
+        self.charged += charged
+        return charged
+
+    def lost(self, keys: list[str], why: str) -> None:
+        """These compartments went with a replaced isolate: their state is gone, and so is their growth."""
+        for key in keys:
+            self.growth.pop(key, None)
+            if key not in self.notes:   # a charge waiting to be told is kept
+                self._note(key, REPLACED.format(why=why), False)
+
+    def blamed(self, key: str) -> None:
+        """`key` itself cost the isolate: its own trace says so; no note that another did."""
+        if key in self.notes and not self.notes[key][1]:
+            del self.notes[key]
+
+    def forget(self, key: str) -> None:
+        """Uninstalled or redeployed: nothing to tell its next run."""
+        self.growth.pop(key, None)
+        self.notes.pop(key, None)
+
+    def top(self, n: int) -> list[list[object]]:
+        """The `n` installations the process grew the most by, with the MiB put down to each."""
+        ranked = sorted(self.growth.items(), key=lambda item: -item[1])[:n]
+        return [[key, round(grown / MIB, 1)] for key, grown in ranked]
+
+    def pending(self, account: str, handler_ids: list[str]) -> bool:
+        return any(f"{account}/{inst_id}" in self.notes for inst_id in handler_ids)
+
+    def take_note(self, account: str, inst_id: str) -> tuple[str, bool] | None:
+        return self.notes.pop(f"{account}/{inst_id}", None)
+
+    def settled(self, heap_used: int) -> None:
+        """After a look (and any relief): the process's size now is what the next chain's growth
+        counts from, and the heap's share is looked at again once the process grows past it."""
+        self.relief_due = False
+        self.last = self.rss()
+        # Look again once the process has grown by what the heap had left below its share (or, if
+        # it is still past it with nothing left to drop, by a step).
+        self.heap_mark = self.last + max(self.heap_soft - heap_used, RELIEF_STEP)
+        self.process_mark = max(self.process_soft, self.last + RELIEF_STEP)
+
+    def _note(self, key: str, text: str, charged: bool) -> None:
+        self.notes.pop(key, None)
+        self.notes[key] = (text, charged)
+        while len(self.notes) > MAX_KEYS:
+            self.notes.popitem(last=False)

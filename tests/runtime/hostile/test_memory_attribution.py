@@ -1,0 +1,91 @@
+"""Memory is charged to the installation that keeps it, not to whoever allocates last (issue 28,
+items 1, 2 and 6): a squatter's compartment is found, dropped and charged (a memory crash on its next
+trace, which the web side strikes), while a victim that only allocates temporaries is never struck
+and keeps its module state."""
+
+import pytest
+
+from plugins_app.runtime.engine.supervisor import Supervisor
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import Handler, run_chain
+from plugins_app.runtime.web.tier import tier_for
+
+from ..conftest import INBOUND_CONTEXT
+
+MIB = 1024 * 1024
+# Account A keeps 8 MiB of V8 heap per call (the issue's squatter), at most 30 times: 240 of 256 MiB.
+HEAP_SQUATTER = """const keep = [];
+globalThis.middleware.userMessageInbound = async (c) => {
+  if (keep.length < 30) keep.push(new Array(1024 * 1024).fill(0.5));
+  return c.text;
+};"""
+# ... or 64 MiB outside the heap per call, without end.
+OFF_HEAP_SQUATTER = """const keep = [];
+globalThis.middleware.userMessageInbound = async (c) => {
+  const u = new Uint8Array(64 * 1024 * 1024); u.fill(7); keep.push(u);
+  return c.text;
+};"""
+# Account B allocates a 32 MiB temporary on every call and counts its calls in its module state.
+VICTIM = """let calls = 0;
+globalThis.middleware.userMessageInbound = async (c) => {
+  const t = new Array(4 * 1024 * 1024).fill(1.5);
+  return `${c.text} ${++calls} ${t.length}`;
+};"""
+
+
+@pytest.fixture
+def engine(tmp_path):
+    """One engine (no lane, so nobody moves away) with a 1 GiB process bound, and its tier."""
+    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=0, engine_memory_mb=1024).start()
+    tier = tier_for(supervisor.describe())
+    yield tier
+    tier.shutdown()
+    supervisor.stop()
+
+
+def handler(tier, source, n):
+    compiled = tier.compile(source, "javascript")
+    assert not compiled["errors"], compiled["errors"]
+    return Handler(str(n), f"plugin-{n}", f"hash-{n}", compiled["code"], {})
+
+
+def call(tier, account, h):
+    [entry] = run_chain(tier, account, HOOKS["userMessageInbound"], [h], INBOUND_CONTEXT).trace
+    return entry
+
+
+@pytest.mark.parametrize("squatter", [HEAP_SQUATTER, OFF_HEAP_SQUATTER], ids=["heap", "off-heap"])
+def test_the_squatter_is_charged_and_the_victim_keeps_its_state(engine, squatter):
+    a, b = handler(engine, squatter, 1), handler(engine, VICTIM, 2)
+    squatter_trace, victim_trace = [], []
+    for _ in range(40):
+        squatter_trace.append(call(engine, "squatter", a))
+        victim_trace.append(call(engine, "victim", b))
+    # The victim: every call ran, with no warning, and its counter never went back.
+    assert [(t.status, t.warning, t.crash) for t in victim_trace] == [("ran", None, None)] * 40
+    assert [run_chain(engine, "victim", HOOKS["userMessageInbound"], [b], INBOUND_CONTEXT).value][0] \
+        == f"hello 41 {4 * 1024 * 1024}"
+    # The squatter: charged (a memory crash on its trace, which counts a strike) within 5 calls of
+    # the engine first nearing a bound, and again each time it fills up again.
+    charged = [i for i, t in enumerate(squatter_trace) if t.crash == "memory"]
+    assert charged, [t.warning for t in squatter_trace]
+    assert "MiB in its module state" in squatter_trace[charged[0]].warning
+    status = engine.ping(engine.engines[0])
+    assert status["memoryCharged"] >= 1
+    assert status["rssBytes"] < 1.1 * 1024 * MIB   # never past the bound (+10 %)
+
+
+def test_a_victim_whose_state_went_with_a_replaced_isolate_is_told(engine):
+    b = handler(engine, VICTIM, 2)
+    wedge = handler(engine, "globalThis.middleware.userMessageInbound = async (c) => { await null; for (;;) {} };", 3)
+    assert call(engine, "victim", b).state_reset is None
+    lost = run_chain(engine, "wedger", HOOKS["userMessageInbound"], [wedge], INBOUND_CONTEXT, budget_ms=300)
+    assert lost.trace[0].crash == "wedged"
+    after = call(engine, "victim", b)
+    assert after.status == "ran" and after.crash is None   # never struck for another's wedge
+    assert "module state was lost" in after.state_reset and "never yielded" in after.state_reset
+    assert after.warning == after.state_reset   # its trace says so
+    assert call(engine, "victim", b).state_reset is None   # told once
+    # The wedger itself is told by its own crash, not by a note that another did it.
+    assert run_chain(engine, "wedger", HOOKS["userMessageInbound"], [wedge], INBOUND_CONTEXT,
+                     budget_ms=300).trace[0].state_reset is None
