@@ -1,0 +1,154 @@
+"""Victims beside a deliberate tenant (issue 28): good accounts call in closed loops while one attacker
+runs, and their p50 / p99 / max are printed beside each attacker as ratios to a quiet baseline.
+
+Runs the engine tier as production does (2 shared engines and the lane, supervised processes), with
+the web side's part played here: a handler reported slow, or struck (a timeout, a wedge, a memory
+charge), runs in the lane from its next call, as quarantine.mark_slow_lane / record_misbehaviour do.
+Three strikes quarantine it, as HUB_QUARANTINE_STRIKES does. No Django, no HTTP: bench/load.py measures
+the whole stack. Figures vary by machine; compare the ratios.
+
+    .venv/bin/python bench/hostile.py [--seconds 10] [--victims 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from plugins_app.runtime.engine.supervisor import local_supervisor  # noqa: E402
+from plugins_app.runtime.tables.hooks import HOOKS  # noqa: E402
+from plugins_app.runtime.web.chain import Handler, run_chain  # noqa: E402
+from plugins_app.runtime.web.tier import Tier, tier_for  # noqa: E402
+
+SPEC = HOOKS["systemPrompt"]
+CONTEXT = {"sessionId": "1", "agentId": "2", "sessionKind": "direct", "systemPrompt": "You are a helpful agent."}
+VICTIM = "let n = 0; globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + ' ' + (++n);"
+BUSY = "const busy = (ms) => { const end = Date.now() + ms; while (Date.now() < end) {} };"
+# Each attacker: its code, and how many accounts x connections call it.
+ATTACKERS = {
+    "for(;;)": ("globalThis.middleware.systemPrompt = async (c) => { for (;;) {} };", 1, 1),
+    "await-then-loop": ("globalThis.middleware.systemPrompt = async (c) => { await null; for (;;) {} };", 1, 1),
+    "timers": (BUSY + """globalThis.middleware.systemPrompt = async (c) => {
+  await new Promise((resolve) => { let left = 999;
+    for (let i = 0; i < 999; i++) setTimeout(() => { busy(4); if (--left === 0) resolve(); }, 0); });
+  return c.systemPrompt; };""", 1, 1),
+    "microtask flood": ("globalThis.middleware.systemPrompt = async (c) => { for (;;) { await null; } };", 1, 1),
+    "sleep 4.9 s, 2 accounts x 3": (
+        "globalThis.middleware.systemPrompt = async (c) => { await new Promise((r) => setTimeout(r, 4900));"
+        " return c.systemPrompt; };", 2, 3),
+}
+STRIKES, QUARANTINE_SECONDS, LANE_SECONDS = 3, 600, 600
+
+
+@dataclass
+class Tenant:
+    """One account's installation as the web side would keep it: its lane, strikes and quarantine."""
+
+    account: str
+    handler: Handler
+    strikes: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def current(self) -> Handler:
+        with self.lock:
+            return self.handler
+
+    def heard(self, trace) -> None:
+        now = time.time()
+        with self.lock:
+            if trace.status == "timeout" or trace.crash in {"wedged", "memory"}:
+                self.strikes += 1
+                self.handler = replace(self.handler, slow_lane_until=now + LANE_SECONDS)
+                if self.strikes >= STRIKES:
+                    self.handler = replace(self.handler, quarantined_until=now + QUARANTINE_SECONDS)
+
+    def slow(self, _handler: Handler) -> None:
+        with self.lock:
+            self.handler = replace(self.handler, slow_lane_until=time.time() + LANE_SECONDS)
+
+
+def compile_handler(tier: Tier, source: str, n: int) -> Handler:
+    compiled = tier.compile(source, "javascript")
+    assert not compiled["errors"], compiled["errors"]
+    return Handler(str(n), f"plugin-{n}", f"hash-{n}-{time.monotonic_ns()}", compiled["code"], {})
+
+
+def call(tier: Tier, tenant: Tenant) -> tuple[float, str]:
+    started = time.perf_counter()
+    result = run_chain(tier, tenant.account, SPEC, [tenant.current()], CONTEXT, on_slow=tenant.slow)
+    elapsed = time.perf_counter() - started
+    tenant.heard(result.trace[0])
+    return elapsed, result.trace[0].status
+
+
+def closed_loop(tier: Tier, tenant: Tenant, stop: threading.Event, out: list[tuple[float, str]]) -> None:
+    try:
+        while not stop.is_set():
+            out.append(call(tier, tenant))
+    finally:
+        tier.shutdown()   # this thread's links
+
+
+def phase(tier: Tier, victims: list[Tenant], attackers: list[Tenant], connections: int,
+          seconds: float) -> tuple[list[float], int]:
+    """Victims' latencies (seconds) and how many of their calls did not answer `ran`."""
+    stop = threading.Event()
+    samples: list[list[tuple[float, str]]] = [[] for _ in victims]
+    threads = [threading.Thread(target=closed_loop, args=(tier, v, stop, s)) for v, s in zip(victims, samples, strict=True)]
+    threads += [threading.Thread(target=closed_loop, args=(tier, a, stop, []), daemon=True)
+                for a in attackers for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(15)   # an attacker's call in flight ends within its budget
+    flat = [s for per in samples for s in per]
+    return [t for t, _ in flat], sum(1 for _, status in flat if status != "ran")
+
+
+def figures(latencies: list[float]) -> tuple[float, float, float]:
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return statistics.median(ordered) * 1000, p99 * 1000, ordered[-1] * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="each phase's length")
+    parser.add_argument("--victims", type=int, default=4, help="good accounts, one connection each")
+    args = parser.parse_args()
+    supervisor = local_supervisor(engines=2, lane=1)
+    tier = tier_for(supervisor.describe())
+    try:
+        victims = [Tenant(f"victim-{i}", compile_handler(tier, VICTIM, 100 + i)) for i in range(args.victims)]
+        for victim in victims:
+            call(tier, victim)   # warm: each victim's compartment is loaded
+        quiet, _ = phase(tier, victims, [], 0, args.seconds)
+        base = figures(quiet)
+        print(f"{'attacker':<30} {'calls':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+              f" {'p50 x':>6} {'p99 x':>6} {'not ran':>8}  targets: p99 <= 3x, max <= 250 ms")
+        print(f"{'(quiet baseline)':<30} {len(quiet):>7} {base[0]:>8.2f} {base[1]:>8.2f} {base[2]:>8.1f}")
+        for n, (name, (source, accounts, connections)) in enumerate(ATTACKERS.items()):
+            attackers = [Tenant(f"attacker-{n}-{i}", compile_handler(tier, source, 200 + 10 * n + i))
+                         for i in range(accounts)]
+            latencies, failed = phase(tier, victims, attackers, connections, args.seconds)
+            p50, p99, worst = figures(latencies)
+            verdict = "met" if p99 <= 3 * base[1] and worst <= 250 else "NOT met"
+            print(f"{name:<30} {len(latencies):>7} {p50:>8.2f} {p99:>8.2f} {worst:>8.1f}"
+                  f" {p50 / base[0]:>6.2f} {p99 / base[1]:>6.2f} {failed:>8}  {verdict}")
+    finally:
+        tier.shutdown()
+        supervisor.stop()
+
+
+if __name__ == "__main__":
+    main()
