@@ -4,8 +4,8 @@ from pathlib import Path
 
 import dj_database_url
 
-from plugins_app.environment import Env
 from plugins_app.runtime.config import EngineConfig
+from plugins_app.runtime.environment import Env
 from plugins_app.services.engine.config import AdmissionConfig
 from plugins_app.services.execution.config import QuarantineConfig
 from plugins_app.services.host.config import HostConfig

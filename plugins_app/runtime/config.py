@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from plugins_app.runtime.environment import ConfigError, Env
+
+__all__ = ["ConfigError", "EngineConfig"]
+
 DEFAULT_PROCESSES = 2            # shared engines, unless the starter knows better (gunicorn: one per core)
 DEFAULT_LANE_PROCESSES = 1
 DEFAULT_ISOLATE_MEMORY_MB = 256
@@ -16,10 +20,6 @@ DEFAULT_CPU_MS = 1000
 # What one engine process may hold, its isolates' heaps and the memory they hold outside them
 # (ArrayBuffers) together: three engines at this fit a 2-core, 24 GiB machine with room for the rest.
 DEFAULT_ENGINE_MEMORY_MB = 2048
-
-
-class EngineConfigError(ValueError):
-    """An engine variable whose value can't be used; the message names it and says what would do."""
 
 
 @dataclass(frozen=True)
@@ -44,24 +44,12 @@ class EngineConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, default_processes: int = DEFAULT_PROCESSES) -> EngineConfig:
-        """The variables' values (an unset or empty one takes its default); EngineConfigError names
+        """The variables' values (an unset or empty one takes its default); ConfigError names
         the first variable whose value is not a whole number in range."""
-        return cls(processes=_whole(environ, "HUB_ENGINE_PROCESSES", default_processes, minimum=1),
-                   lane_processes=_whole(environ, "HUB_LANE_PROCESSES", DEFAULT_LANE_PROCESSES, minimum=0),
-                   isolate_memory_mb=_whole(environ, "HUB_ISOLATE_MEMORY_MB", DEFAULT_ISOLATE_MEMORY_MB, minimum=1),
-                   budget_ms=_whole(environ, "HUB_BUDGET_MS", DEFAULT_BUDGET_MS, minimum=1),
-                   cpu_ms=_whole(environ, "HUB_CPU_MS", DEFAULT_CPU_MS, minimum=1),
-                   engine_memory_mb=_whole(environ, "HUB_ENGINE_MEMORY_MB", DEFAULT_ENGINE_MEMORY_MB, minimum=256))
-
-
-def _whole(environ: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
-    raw = (environ.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise EngineConfigError(f"{name} must be a whole number, not {raw!r}") from None
-    if value < minimum:
-        raise EngineConfigError(f"{name} must be {minimum} or more, not {value}")
-    return value
+        env = Env(environ)
+        return cls(processes=env.integer("HUB_ENGINE_PROCESSES", default_processes, minimum=1),
+                   lane_processes=env.integer("HUB_LANE_PROCESSES", DEFAULT_LANE_PROCESSES, minimum=0),
+                   isolate_memory_mb=env.integer("HUB_ISOLATE_MEMORY_MB", DEFAULT_ISOLATE_MEMORY_MB, minimum=1),
+                   budget_ms=env.integer("HUB_BUDGET_MS", DEFAULT_BUDGET_MS, minimum=1),
+                   cpu_ms=env.integer("HUB_CPU_MS", DEFAULT_CPU_MS, minimum=1),
+                   engine_memory_mb=env.integer("HUB_ENGINE_MEMORY_MB", DEFAULT_ENGINE_MEMORY_MB, minimum=256))

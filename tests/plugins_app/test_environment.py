@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from plugins_app.environment import ConfigError, Env
+from plugins_app.runtime.environment import ConfigError, Env
 from plugins_app.services.engine.config import AdmissionConfig
 from plugins_app.services.execution.config import QuarantineConfig
 from plugins_app.services.host.config import HostConfig

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_ISOLATE_MEMORY_MB, EngineConfig, EngineConfigError
+from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_ISOLATE_MEMORY_MB, ConfigError, EngineConfig
 from plugins_app.runtime.launch import PROJECT_ROOT, EngineArgs
 
 
@@ -28,7 +28,7 @@ def test_values_are_read_as_whole_numbers():
     ("HUB_ISOLATE_MEMORY_MB", "0"), ("HUB_ISOLATE_MEMORY_MB", "1.5"), ("HUB_BUDGET_MS", "0"),
 ])
 def test_an_unusable_value_is_refused_by_name(name, value):
-    with pytest.raises(EngineConfigError, match=f"^{name} must be "):
+    with pytest.raises(ConfigError, match=f"^{name} must be "):
         EngineConfig.from_env({name: value})
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from plugins_app.runtime.config import (
     DEFAULT_ENGINE_MEMORY_MB,
     DEFAULT_ISOLATE_MEMORY_MB,
+    ConfigError,
     EngineConfig,
-    EngineConfigError,
 )
 from plugins_app.runtime.launch import EngineArgs
 from plugins_app.runtime.protocol import TierLayout
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("directory")
     try:
         config = EngineConfig.from_env(os.environ, default_processes=os.cpu_count() or 2)
-    except EngineConfigError as exc:
+    except ConfigError as exc:
         parser.error(str(exc))
     parser.add_argument("--engines", type=int, default=config.processes)
     parser.add_argument("--lane", type=int, default=config.lane_processes)

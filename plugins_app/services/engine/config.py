@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from plugins_app.environment import Env
+from plugins_app.runtime.environment import Env
 
 # Beside other accounts, a call that found its account's machine place taken rests that place this
 # many times as long as it held it, at most MAX_REST_MS: a single closed-loop caller holds its place

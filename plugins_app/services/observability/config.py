@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from plugins_app.environment import Env
+from plugins_app.runtime.environment import Env
 
 # How often a process applies its queued metric observations (each is a locked write to a
 # memory-mapped file in multiprocess mode, kept off the execute path). Tests set 0: at once.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from plugins_app.environment import Env
+from plugins_app.runtime.environment import Env
 
 # Beat's sweep hands at most this many due timers to the workers per pass.
 SWEEP_BATCH = 500

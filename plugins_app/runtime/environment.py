@@ -1,4 +1,5 @@
-"""Typed reads of the hub's environment variables; a bad value stops the start with the variable's name."""
+"""Typed reads of the hub's environment variables; a bad value stops the start with the variable's name.
+Here, without Django, so the engine's config and the Django side's configs read them one way."""
 
 from __future__ import annotations
 
