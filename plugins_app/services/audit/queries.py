@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, time
+from datetime import UTC, datetime, time
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -12,17 +12,24 @@ from plugins_app.errors import InvalidInput
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 from plugins_app.services.hooks import require_hook
 
+EXPECTED = "expected an ISO 8601 date or date-time, e.g. 2026-12-01 or 2026-12-01T10:00:00Z"
+
 
 def _moment(name: str, raw: str, end_of_day: bool = False) -> datetime:
-    value = parse_datetime(raw)
-    if value is None:
-        day = parse_date(raw)
-        if day is None:
-            raise InvalidInput(name, "expected an ISO 8601 date or date-time, e.g. 2026-12-01 or 2026-12-01T10:00:00Z")
-        value = datetime.combine(day, time.max if end_of_day else time.min)
-    if timezone.is_naive(value):
-        value = timezone.make_aware(value, timezone.get_current_timezone())
-    return value
+    """The moment `raw` names, in UTC; InvalidInput naming `name` for text that is not one, or one the
+    database can't compare with (an offset of a day or more, a moment before year 1 or after 9999 in UTC)."""
+    try:
+        value = parse_datetime(raw)
+        if value is None:
+            day = parse_date(raw)
+            if day is None:
+                raise InvalidInput(name, EXPECTED)
+            value = datetime.combine(day, time.max if end_of_day else time.min)
+        if timezone.is_naive(value):
+            value = timezone.make_aware(value, timezone.get_current_timezone())
+        return value.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:   # parse_* raise ValueError for an impossible date or offset
+        raise InvalidInput(name, f"{EXPECTED}, within years 1 to 9999 in UTC: {exc}") from None
 
 
 def common(qs, params, time_field: str = "created_at", *, hook: bool = True):

@@ -1,5 +1,7 @@
 """Cancel log and warning lists: account scoping, filters, pagination, and bad filters."""
 
+from datetime import timedelta, timezone
+
 import pytest
 
 from plugins_app.models import CancelLog
@@ -40,6 +42,27 @@ def test_bad_filters_are_400_naming_the_parameter(api_client):
     assert r.status_code == 400 and r.json()["error"]["field"] == "since"
     assert api_client.get("/api/v1/cancellations?hook=nope").status_code == 404
     assert api_client.get("/api/v1/warnings?kind=boom").status_code == 400
+
+
+@pytest.mark.parametrize(("path", "query"), [
+    ("cancellations", "since=2026-12-01T10:00:00%2B24:00"),   # an offset of a whole day
+    ("warnings", "since=9999-12-31T23:59:59-01:00"),           # past year 9999 once in UTC
+    ("usage", "until=0001-01-01T00:00:00%2B01:00"),            # before year 1 once in UTC
+    ("changes", "until=2026-02-30"),                           # no such day
+])
+def test_moments_the_database_cannot_hold_are_400_naming_the_parameter(api_client, path, query):
+    response = api_client.get(f"/api/v1/{path}?{query}")
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["field"] == query.split("=")[0] and "ISO 8601" in error["message"]
+
+
+def test_an_offset_moment_is_compared_in_utc(api_client, account):
+    row = CancelLog.objects.create(account=account, hook="systemPrompt", plugin_slug="p", reason="r", context={})
+    # A second after the row, written five hours east of UTC.
+    later = (row.created_at.astimezone(timezone(timedelta(hours=5))) + timedelta(seconds=1)).isoformat()
+    assert api_client.get("/api/v1/cancellations", {"since": later}).json()["count"] == 0
+    assert api_client.get("/api/v1/cancellations", {"until": later}).json()["count"] == 1
 
 
 def test_cancel_log_rows_are_immutable(api_client, install):
