@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from celery import current_app
 from celery.app.task import Task
 
@@ -11,12 +13,19 @@ FIRE_CRON_COMPLETED = "plugins_app.tasks.fire_cron_completed"
 DELIVER_DUE_NOTIFICATIONS = "plugins_app.tasks.deliver_due_notifications"
 RUN_SHADOW = "plugins_app.tasks.run_shadow"
 
+# One loader at a time: a second thread that found the task missing while the first was importing
+# tasks.py would see the module half-imported (in sys.modules, its tasks not yet registered) and fail
+# with NotRegistered (issue 29: shadow runs lost when a fresh web worker's first calls came together).
+_loading = threading.Lock()
+
 
 def task(task_name: str) -> Task:
     """The registered task; a web process loads the apps' task modules the first time it asks
     (a worker loads them when it starts)."""
     if task_name not in current_app.tasks:
-        current_app.loader.import_default_modules()   # Celery's autodiscovery of each app's tasks.py
+        with _loading:
+            if task_name not in current_app.tasks:
+                current_app.loader.import_default_modules()   # Celery's autodiscovery of each app's tasks.py
     return current_app.tasks[task_name]
 
 

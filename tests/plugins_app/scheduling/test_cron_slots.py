@@ -293,3 +293,52 @@ def test_a_fresh_process_finds_the_tasks_it_queues_by_name():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["plugins_app.tasks.run_shadow", "plugins_app.tasks.dispatch_mission"]
+
+
+SLOW_TASKS_IMPORT = """
+import importlib.abc, importlib.machinery, sys, threading, time
+import django
+django.setup()
+from plugins_app.services.scheduling import task_queue as q
+
+class SlowTasks(importlib.abc.MetaPathFinder):
+    # plugins_app.tasks is in sys.modules while its body runs: hold it there a while, as a busy
+    # machine does, so a second thread sees it half-imported.
+    def find_spec(self, name, path, target=None):
+        if name != "plugins_app.tasks":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        real = spec.loader.exec_module
+        def exec_module(module):
+            time.sleep(0.3)
+            real(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, SlowTasks())
+ready, failures = threading.Barrier(8), []
+def first_call():
+    ready.wait()
+    try:
+        q.task(q.RUN_SHADOW)
+    except Exception as exc:
+        failures.append(type(exc).__name__)
+threads = [threading.Thread(target=first_call) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("failures:", len(failures), sorted(set(failures)))
+"""
+
+
+def test_concurrent_first_calls_of_a_fresh_process_all_find_the_task():
+    # Issue 29: a fresh web worker's first enqueues, arriving together, lost shadow runs to NotRegistered.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    result = subprocess.run([sys.executable, "-c", SLOW_TASKS_IMPORT], cwd=Path(__file__).resolve().parents[3],
+                            capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "DJANGO_SETTINGS_MODULE": "middleware_hub.settings"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "failures: 0 []"
