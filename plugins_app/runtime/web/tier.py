@@ -52,7 +52,11 @@ class EngineLink:
     def connect(cls, address: str) -> EngineLink:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(CONNECT_TIMEOUT_SECONDS)
-        sock.connect(address)   # an engine being replaced leaves this in the listen backlog
+        try:
+            sock.connect(address)   # an engine being replaced leaves this in the listen backlog
+        except OSError:   # no one listens there (the supervisor is gone): the engine is down, not a bug
+            sock.close()
+            raise EngineDown(CrashKind.CRASHED.value) from None
         sock.settimeout(None)
         link = cls(wire.Frames(sock.detach()))
         link.pid = link.request({"op": Op.PING.value}, silence_limit=CONNECT_TIMEOUT_SECONDS).get("pid")
@@ -99,6 +103,19 @@ class EngineLink:
         except (EOFError, OSError):
             self.close()
             raise EngineDown() from None
+
+    def alive(self) -> bool:
+        """Whether the engine process this link reached still runs (an exited one is replaced on the
+        same socket, and a request on this link would be lost before it started)."""
+        if not self.pid:
+            return True
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:   # another user's process took the pid: ours is gone
+            return False
+        return True
 
     def stop_engine(self) -> None:
         """An engine silent past every budget is beyond saving: end it (its supervisor starts another)."""
@@ -178,6 +195,9 @@ class Tier:
         if links is None:
             links = self._local.links = {}
         link = links.get(address)
+        if link is not None and not link.alive():   # found stale before use: a fresh link, no call lost
+            link.close()
+            link = None
         if link is None:
             link = links[address] = EngineLink.connect(address)
         return link

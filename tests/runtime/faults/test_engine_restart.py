@@ -1,0 +1,55 @@
+"""An engine that dies between calls costs no call (issue 29, items 2 and 3): a link to an engine that
+exited is found stale before use and replaced, and a tier whose supervisor is gone answers EngineDown
+(fail-open), never a ConnectionRefusedError."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from plugins_app.runtime.engine.supervisor import Supervisor
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import run_chain
+from plugins_app.runtime.web.tier import EngineDown, tier_for
+
+from ..conftest import PROMPT_CONTEXT
+
+VETO = "globalThis.middleware.userMessageInbound = async (c, tools) => tools.cancel('kept');"
+INBOUND = {"sessionId": "1", "channelId": None, "text": "rm -rf /", "mediaIds": []}
+
+
+def wait_until_gone(pid):
+    """Until the killed engine is reaped (its supervisor then starts another on the same socket)."""
+    deadline = time.monotonic() + 15
+    while os.path.exists(f"/proc/{pid}"):
+        assert time.monotonic() < deadline, "the killed engine was never reaped"
+        time.sleep(0.05)
+
+
+def test_a_call_after_its_engine_died_runs_on_the_replacement(one_engine, make_handler):
+    supervisor, tier = one_engine
+    veto = make_handler(VETO)
+    first = run_chain(tier, "acct", HOOKS["userMessageInbound"], [veto], INBOUND)
+    assert first.cancellation is not None   # this thread now has a link to the engine
+    old_pid = tier.ping(tier.engines[0])["pid"]
+    os.kill(old_pid, signal.SIGKILL)
+    wait_until_gone(old_pid)
+    again = run_chain(tier, "acct", HOOKS["userMessageInbound"], [veto], INBOUND)
+    # The veto plugin ran on the new engine: the message is stopped, not let through fail-open.
+    assert again.cancellation is not None and again.cancellation.reason == "kept"
+    assert [t.status for t in again.trace] == ["cancelled"]
+    assert tier.ping(tier.engines[0])["pid"] != old_pid
+
+
+def test_with_no_supervisor_left_a_call_fails_open_as_engine_down(tmp_path, make_handler):
+    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=0).start()
+    tier = tier_for(supervisor.describe())
+    supervisor.stop()   # its sockets and engines are gone; nobody listens any more
+    with pytest.raises(EngineDown):
+        tier.ping(tier.engines[0])
+    result = run_chain(tier, "acct", HOOKS["systemPrompt"], [make_handler(
+        "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '!';")], PROMPT_CONTEXT)
+    assert result.value == PROMPT_CONTEXT["systemPrompt"]   # the value goes on unchanged
+    assert [(t.status, t.crash) for t in result.trace] == [("error", "crashed")]
+    tier.shutdown()
