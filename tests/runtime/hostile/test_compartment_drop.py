@@ -9,7 +9,7 @@ from plugins_app.runtime.web.chain import Handler, run_chain
 from ..conftest import PROMPT_CONTEXT
 
 MIB = 1024 * 1024
-HOARD_MIB = 256
+HOARD_MIB = 1024   # the issue's figure: a plugin holding 1 GiB
 # Keeps HOARD_MIB of ArrayBuffers (off V8's heap) in its module state on its first call.
 HOARDER = f"""const keep = [];
 globalThis.middleware.systemPrompt = async (c) => {{
@@ -30,7 +30,8 @@ def rss(tier) -> int:
 
 
 def run(tier, account, handlers):
-    return run_chain(tier, account, HOOKS["systemPrompt"], handlers, PROMPT_CONTEXT)
+    # Filling 1 GiB takes more than a second of CPU: the budget is raised, memory is what is at stake.
+    return run_chain(tier, account, HOOKS["systemPrompt"], handlers, PROMPT_CONTEXT, cpu_ms=20_000, budget_ms=20_000)
 
 
 def test_unloading_a_hoarder_gives_its_memory_back_within_seconds(one_engine):
