@@ -23,6 +23,9 @@ RELIEF_STEP = 32 * MIB
 # A chain that grew the process by this much is followed by a full collection before the next chain,
 # and only what survives it is put down to the chain: a large temporary counts for nothing.
 RECOUNT_BYTES = 16 * MIB
+# Changes smaller than this since the last count wait for the next chain (most chains change the
+# process by a few pages, if at all: their books cost one read).
+GRAIN_BYTES = 1 * MIB
 MAX_KEYS = 20_000      # installations kept in the books (the oldest go first)
 
 CHARGE = ("kept {mib} MiB in its module state while its engine neared its memory bound; its compartment "
@@ -65,6 +68,10 @@ class MemoryBooks:
     def due(self) -> bool:
         """Whether the engine must collect (a recount, a relief) before it takes the next chain."""
         return self.relief_due or self.recount is not None
+
+    def unchanged(self) -> bool:
+        """Whether the process is within a grain of its size at the last count: most chains' only cost here."""
+        return abs(self.rss() - self.last) < GRAIN_BYTES
 
     def chain_ended(self, account: str, handler_ids: list[str]) -> None:
         now = self.rss()
@@ -144,6 +151,8 @@ class MemoryBooks:
         return [[key, round(grown / MIB, 1)] for key, grown in ranked]
 
     def pending(self, account: str, handler_ids: list[str]) -> bool:
+        if not self.notes:   # nearly always: checked on every chain's start
+            return False
         return any(f"{account}/{inst_id}" in self.notes for inst_id in handler_ids)
 
     def take_note(self, account: str, inst_id: str) -> tuple[str, bool] | None:

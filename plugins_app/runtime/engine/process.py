@@ -198,8 +198,8 @@ class Engine:
             return False
         try:
             handlers = message["handlers"]
-            if self.relieving or self.memory.due() or iso.lacking(message["account"], handlers) or self.memory.pending(
-                    message["account"], [h["id"] for h in handlers]):
+            if self.relieving or self.memory.due() or iso.lacking(message["account"], handlers) or (
+                    self.memory.notes and self.memory.pending(message["account"], [h["id"] for h in handlers])):
                 return False
             job.started_state = start_attempt(self, iso, job, handlers, message["context"], early=True)
         except (KeyError, TypeError):   # malformed: the work loop answers it as a fault
@@ -400,7 +400,7 @@ class Engine:
         """Puts what the process grew by during the chain down to its handlers; near a bound, the
         work loop looks for who holds the memory before it takes the next chain."""
         message = job.message
-        if message.get("op") != Op.RUN.value:
+        if message.get("op") != Op.RUN.value or self.memory.unchanged():
             return
         handlers = message.get("handlers")
         ids = [h.get("id") for h in handlers if isinstance(h, dict)] if isinstance(handlers, list) else []
