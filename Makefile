@@ -8,7 +8,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 JS_DIR := plugins_app/runtime/js
 JS_STAMP := $(JS_DIR)/node_modules/.lock-installed
 
-.PHONY: venv dev js install migrate demo run test lint typecheck migrations-check check bench bench-load screenshots editor
+.PHONY: venv dev js install migrate demo run test lint typecheck migrations-check check bench bench-load bench-hostile screenshots editor
 
 
 venv: $(VENV_STAMP)
@@ -64,6 +64,11 @@ check: lint typecheck migrations-check
 bench: install
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/load.py $(LOAD_ARGS)
+	$(BIN)/python bench/hostile.py
+
+# Good accounts beside one deliberate tenant at a time (issue 28): victims' p50/p99/max as ratios.
+bench-hostile: install
+	$(BIN)/python bench/hostile.py
 
 bench-load: install
 	$(BIN)/python bench/load.py $(LOAD_ARGS)
