@@ -149,3 +149,21 @@ def test_an_auditor_replays_a_cancel_without_writing(login, install, api_client,
     theirs = CancelLog.objects.create(account=other_account, hook="userMessageInbound", plugin_slug="x",
                                       reason="no", context=INBOUND)
     assert client.post(reverse("admin:plugins_app_cancellog_replay", args=[theirs.pk])).status_code == 404
+
+
+def test_a_replay_that_would_call_a_host_member_shows_it(login, install, api_client, account):
+    # Issue 33: the page answered 500 whenever wouldCall listed a host member (its template's default
+    # filter looked up an `effect` the entry does not have).
+    install("""globalThis.middleware.interAgentMessage = async (c, t) => {
+  await host.workspace.write('seen.txt', c.text);
+  return t.cancel('kept a copy');
+};""", name="copier", grant=["host:workspace"])   # a hook that carries an agent, so a workspace
+    peer = {"senderSessionId": "100", "senderAgentId": "7", "targetSessionId": "200", "isSubagentReport": False,
+            "text": "rm -rf /"}
+    api_client.post("/api/v1/hooks/interAgentMessage/execute", {"context": peer}, format="json")
+    entry = CancelLog.objects.get()
+    client = login("acme", "audrey", "auditor")
+    page = client.post(reverse("admin:plugins_app_cancellog_replay", args=[entry.pk]), {"draft": ""})
+    assert page.status_code == 200
+    would_call = page.content.decode().split('id="hub-would-call"')[1].split("</ul>")[0]
+    assert "host.workspace.write" in would_call and "seen.txt" in would_call and "copier" in would_call
