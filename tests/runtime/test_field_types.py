@@ -56,3 +56,18 @@ def test_every_harness_reader_the_types_name_exists_in_harness_js():
 def test_the_lower_bound_on_a_returned_number_is_the_fields_own():
     bounded = {(spec.name, f.name): f.minimum for spec in HOOKS.values() for f in spec.fields if f.minimum is not None}
     assert bounded == {("notifyScheduled", "delaySeconds"): 0}
+
+
+@pytest.mark.parametrize(("type_name", "value", "ok"), [
+    ("number", 2 ** 53 - 1, True), ("number", -(2 ** 53 - 1), True), ("number", 1e308, False),
+    ("number", -1e300, False), ("integer", 2 ** 53 - 1, True), ("integer", 10 ** 30, False),
+    ("integer", -(2 ** 53), False),
+])
+def test_numbers_are_bounded_to_what_a_javascript_number_holds_exactly(type_name, value, ok):
+    # Issue 33: 1e308 passed as a delay; every number and integer field now stops at 2**53 - 1.
+    check = FIELD_TYPES[type_name].check
+    if ok:
+        check("field", value)
+    else:
+        with pytest.raises(ContextError, match="from -9007199254740991 to 9007199254740991"):
+            check("field", value)

@@ -380,6 +380,8 @@
       if (minimum !== undefined) {
         if (typeof value !== "number" || !Number.isFinite(value) || value < minimum) return { problem: `${name}: expected a finite number >= ${minimum}` };
       } else if (typeof value !== "number" || !Number.isFinite(value)) return { problem: `${name}: expected a finite number` };
+      // What a number holds exactly (Number.MAX_SAFE_INTEGER): 1e308 is finite, and no delay or count.
+      if (Math.abs(value) > Number.MAX_SAFE_INTEGER) return { problem: `${name}: ${value} is over ${Number.MAX_SAFE_INTEGER}` };
       return { value };
     }
     if (type === "integer") {

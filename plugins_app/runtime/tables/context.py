@@ -42,14 +42,23 @@ def _check_boolean(name: str, value: Any) -> None:
         raise ContextError(name, "expected true or false")
 
 
+# The largest magnitude a number field may carry: what a JavaScript number holds exactly, so the
+# platform (and a plugin) reads back what was sent; 1e308 is finite but no delay, count or duration.
+LARGEST = 2 ** 53 - 1
+
+
 def _check_integer(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ContextError(name, "expected an integer")
+    if abs(value) > LARGEST:
+        raise ContextError(name, f"expected an integer from -{LARGEST} to {LARGEST}")
 
 
 def _check_number(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ContextError(name, "expected a finite number")
+    if abs(value) > LARGEST:
+        raise ContextError(name, f"expected a number from -{LARGEST} to {LARGEST}")
 
 
 def _list_of(check_item: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
@@ -77,8 +86,8 @@ _ID_SCHEMA = {"type": "string", "description": "a 64-bit id as a string", "examp
 FIELD_TYPES: dict[str, FieldType] = {
     ID: FieldType(_check_id, _ID_SCHEMA, "18446744073709551615", None),
     STRING: FieldType(_check_string, {"type": "string"}, "example", "string"),
-    NUMBER: FieldType(_check_number, {"type": "number"}, 60, "number"),
-    INTEGER: FieldType(_check_integer, {"type": "integer"}, 0, "integer"),
+    NUMBER: FieldType(_check_number, {"type": "number", "minimum": -LARGEST, "maximum": LARGEST}, 60, "number"),
+    INTEGER: FieldType(_check_integer, {"type": "integer", "minimum": -LARGEST, "maximum": LARGEST}, 0, "integer"),
     BOOLEAN: FieldType(_check_boolean, {"type": "boolean"}, False, "boolean"),
     STRING_LIST: FieldType(_list_of(_check_string), {"type": "array", "items": {"type": "string"}},
                            ["example"], "string[]"),

@@ -64,7 +64,8 @@ def test_a_cancelled_timer_is_recorded_and_never_scheduled(api_client, install):
 
 
 @pytest.mark.parametrize("returned", ["{ delaySeconds: -5 }", '{ delaySeconds: "soon" }', "{ delaySeconds: NaN }",
-                                      "{ delaySeconds: Infinity }"])
+                                      "{ delaySeconds: Infinity }", "{ delaySeconds: 1e308 }",
+                                      "{ delaySeconds: Number.MAX_SAFE_INTEGER + 2 }"])
 def test_a_returned_delay_that_is_not_a_finite_number_from_zero_is_malformed(api_client, install, returned):
     install(f"globalThis.middleware.notifyScheduled = async () => ({returned});", name="broken")
     body = post(api_client).json()
@@ -74,9 +75,9 @@ def test_a_returned_delay_that_is_not_a_finite_number_from_zero_is_malformed(api
     assert HandlerWarning.objects.get(hook="notifyScheduled").kind == "malformed"
 
 
-def test_a_huge_returned_delay_is_clamped_to_the_maximum(api_client, install, settings):
+def test_a_long_returned_delay_is_clamped_to_the_maximum(api_client, install, settings):
     settings.HUB_SCHEDULING = replace(settings.HUB_SCHEDULING, notify_max_delay_seconds=3600)
-    install("globalThis.middleware.notifyScheduled = async () => ({ delaySeconds: 1e300 });", name="huge")
+    install("globalThis.middleware.notifyScheduled = async () => ({ delaySeconds: 400 * 86400 });", name="long")
     body = post(api_client).json()
     assert body["notification"]["delaySeconds"] == 3600
 
@@ -87,6 +88,8 @@ def test_a_huge_returned_delay_is_clamped_to_the_maximum(api_client, install, se
     ({"message": None}, "message"),
     ({"message": "x" * 20_001}, "message"),
     ({"delaySeconds": -1}, "delaySeconds"),
+    ({"delaySeconds": 1e308}, "delaySeconds"),            # finite, and more than any platform holds
+    ({"delaySeconds": 2 ** 53}, "delaySeconds"),
     ({"delaySeconds": "300"}, "delaySeconds"),
     ({"delaySeconds": True}, "delaySeconds"),
     ({"delaySeconds": 10 ** 12}, "delaySeconds"),
