@@ -141,10 +141,15 @@ class PrivateEngine:
         self.proc = EngineArgs(memory_mb, conn=fd, spare=False).start(env)
         os.close(fd)
         self.link = EngineLink(wire.Frames(parent.detach()), self.proc.pid)
-        if not self.link.readable.poll(CONNECT_TIMEOUT_SECONDS * 1000):
+        try:
+            if not self.link.readable.poll(CONNECT_TIMEOUT_SECONDS * 1000):
+                raise EOFError("no READY")
+            ready = wire.loads(self.link.conn.recv_bytes()).get("op") == Op.READY.value
+        except (EOFError, OSError):   # it died starting (or never started): down, like any engine
+            ready = False
+        if not ready:
             self.kill()
             raise EngineDown()
-        assert wire.loads(self.link.conn.recv_bytes()).get("op") == Op.READY.value
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -258,6 +263,8 @@ class Tier:
         except EngineDown:
             engine.kill()
             killed = True
+            with self._private_lock:   # its place is free again: without this, 8 deaths exhaust the pool
+                self.private_count -= 1
             raise
         finally:
             self._local.depth = depth

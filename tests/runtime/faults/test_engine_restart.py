@@ -4,6 +4,7 @@ exited is found stale before use and replaced, and a tier whose supervisor is go
 
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -53,3 +54,41 @@ def test_with_no_supervisor_left_a_call_fails_open_as_engine_down(tmp_path, make
     assert result.value == PROMPT_CONTEXT["systemPrompt"]   # the value goes on unchanged
     assert [(t.status, t.crash) for t in result.trace] == [("error", "crashed")]
     tier.shutdown()
+
+
+def _kill_the_private_engine(before: set[str]) -> None:
+    """Kills the private engine that appears after `before` was listed, once it has run a while."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for pid in set(os.listdir("/proc")) - before:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                    if b"plugins_app.runtime.engine.process" not in cmdline.read():
+                        continue
+                time.sleep(0.8)   # the spinning chain has started by now
+                os.kill(int(pid), signal.SIGKILL)
+                return
+            except (FileNotFoundError, ProcessLookupError, ValueError):
+                continue
+        time.sleep(0.05)
+
+
+def test_private_engines_that_die_give_their_places_back(one_engine, make_handler):
+    # A chain nested inside a host call runs on a private engine; one that dies must not keep its
+    # place, or after MAX_PRIVATE_ENGINES deaths every nested chain fails with PoolExhausted.
+    from plugins_app.runtime.web import tier as tier_module
+
+    _, tier = one_engine
+    spin = make_handler("globalThis.middleware.systemPrompt = async (c) => {"
+                        " const t = Date.now(); while (Date.now() - t < 3000) {} return c.systemPrompt; };")
+    for _ in range(tier_module.MAX_PRIVATE_ENGINES + 1):
+        killer = threading.Thread(target=_kill_the_private_engine, args=(set(os.listdir("/proc")),))
+        killer.start()
+        tier._local.depth = 1   # as inside a host call: the chain goes to a private engine
+        try:
+            result = run_chain(tier, "nested", HOOKS["systemPrompt"], [spin], PROMPT_CONTEXT, cpu_ms=10_000)
+        finally:
+            tier._local.depth = 0
+        killer.join(15)
+        assert [t.crash for t in result.trace] == ["crashed"]   # the death was seen, and the chain failed open
+    assert tier.private_count == 0
