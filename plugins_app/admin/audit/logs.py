@@ -20,8 +20,8 @@ from plugins_app.admin.scoping import ReadOnlyAccountScopedAdmin
 from plugins_app.admin.versions.replay import replay_view
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 
-CSV_COLUMNS = ["id", "created_at", "account", "hook", "plugin", "reason", "agent_id", "session_id",
-               "hop", "turn_id", "context"]
+CSV_COLUMNS = ["id", "created_at", "account", "hook", "plugin", "plugin_version", "reason", "agent_id",
+               "session_id", "hop", "turn_id", "context"]
 # A spreadsheet runs a cell starting with one of these as a formula; plugins write the reasons.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -75,7 +75,8 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
             yield writer.writerow(CSV_COLUMNS)
             for row in rows:
                 yield writer.writerow([_csv_cell(v) for v in (
-                    row.pk, row.created_at.isoformat(), row.account.name, row.hook, row.plugin_slug, row.reason,
+                    row.pk, row.created_at.isoformat(), row.account.name, row.hook, row.plugin_slug,
+                    row.plugin_version, row.reason,
                     row.agent_id, row.session_id, row.hop, row.turn_id,
                     json.dumps(row.context, ensure_ascii=False, sort_keys=True))])
 

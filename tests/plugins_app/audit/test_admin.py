@@ -125,6 +125,15 @@ def test_csv_export_follows_the_filters_and_the_scope(login, account, log):
     assert [r["id"] for r in searched] == [str(log["todo"].pk)]
 
 
+def test_csv_export_says_which_version_of_the_plugin_cancelled(login, account, log):
+    # Issue 33: the export had no plugin-version column though every cancel row records it.
+    CancelLog.objects.filter(pk=log["ssh"].pk).update(plugin_version=3)
+    client = login(account.name, "audrey", "auditor")
+    rows = {r["id"]: r for r in read_csv(client.get(EXPORT))}
+    assert rows[str(log["ssh"].pk)]["plugin_version"] == "3"
+    assert rows[str(log["todo"].pk)]["plugin_version"] == ""   # recorded before versions existed
+
+
 def test_csv_cells_that_a_spreadsheet_would_run_are_defused(login, account, log):
     client = login(account.name, "audrey", "auditor")
     rows = read_csv(client.get(EXPORT, {"plugin_slug": "cron-sentinel"}))
