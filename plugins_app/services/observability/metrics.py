@@ -219,12 +219,17 @@ class EngineCollector:
                                    labels=["engine"])
         compartments = GaugeMetricFamily("hub_engine_compartments", "Installations loaded in the engine's isolate",
                                          labels=["engine"])
+        resident = GaugeMetricFamily("hub_engine_resident_bytes",
+                                     "The engine process's resident memory (bounded by HUB_ENGINE_MEMORY_MB)",
+                                     labels=["engine"])
         counters = {name: CounterMetricFamily(metric, text, labels=["engine"]) for name, metric, text in (
             ("replaced", "hub_engine_isolates_replaced", "Isolates closed and replaced by the engine process"),
             ("compartmentMisses", "hub_engine_compartment_misses",
              "Handlers whose compartment the isolate lacked when asked to run (the rest were hits)"),
             ("codeCacheMisses", "hub_engine_code_cache_misses",
              "Compartment misses the engine's code cache lacked too"),
+            ("memoryCharged", "hub_engine_memory_charges",
+             "Installations whose compartment the engine dropped for holding its memory, and charged"),
         )}
         tier = get_tier()
         for index, address in enumerate(dict.fromkeys(tier.engines + tier.lane)):
@@ -237,9 +242,10 @@ class EngineCollector:
             up.add_metric([engine], 1)
             queued.add_metric([engine], status.get("queued", 0))
             compartments.add_metric([engine], status.get("compartments", 0))
+            resident.add_metric([engine], status.get("rssBytes", 0))
             for name, family in counters.items():
                 family.add_metric([engine], status.get(name, 0))
-        yield from (up, queued, compartments, *counters.values())
+        yield from (up, queued, compartments, resident, *counters.values())
 
 
 class _ThisProcess:

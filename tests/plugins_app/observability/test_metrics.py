@@ -55,6 +55,8 @@ def test_execute_calls_and_handlers_move_the_counters(client, api_client, instal
     assert moved("hub_handler_duration_seconds_count", plugin="shouter", hook="systemPrompt") == 3
     assert moved("hub_admission_wait_seconds_count") == 3   # each call's wait for its account's turn
     assert sample(after, "hub_engine_up", engine="0") == 1
+    assert sample(after, "hub_engine_resident_bytes", engine="0") > 50 * 1024 * 1024   # V8 and SES at least
+    assert ("hub_engine_memory_charges_total", frozenset({("engine", "0")})) in after   # each engine reports it
     assert sample(after, "hub_engine_compartment_misses_total", engine="0") + \
         sample(after, "hub_engine_compartment_misses_total", engine="1") >= 2   # first calls load both
 
