@@ -155,6 +155,12 @@ class InstallationAdmin(AccountScopedAdmin):
         (None, {"fields": ["created_at", "updated_at"]}),
     ]
 
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        # An installation is added by the install pages (review, grants), never by a blank form:
+        # "Save and add another" would open one (issue 33).
+        context["show_save_and_add_another"] = False
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     def get_form(self, request, obj=None, change=False, **kwargs):
         # The settings fields are the plugin's own, added by the form itself.
         kwargs["fields"] = ["enabled", "granted_permissions"]

@@ -293,3 +293,12 @@ def test_the_change_page_shows_hooks_chain_places_and_source(login, account, ins
     assert "systemPrompt #2" in page and "todoAdded #1" in page
     assert "const SUFFIX: string" in page
     assert 'value="host:fetch"' in page
+
+
+def test_an_installations_page_offers_no_save_and_add_another(login, account, install):
+    # Issue 33: an installation comes from the install pages, never from a blank form.
+    installation = install(appender("1"))
+    client = login(account.name, "alice", "admin")
+    page = client.get(reverse("admin:plugins_app_installation_change", args=[installation.pk])).content.decode()
+    assert 'name="_save"' in page and 'name="_continue"' in page
+    assert 'name="_addanother"' not in page
