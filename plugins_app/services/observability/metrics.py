@@ -274,8 +274,13 @@ def token_set() -> bool:
 
 
 def may_scrape(authorization: str, remote_addr: str) -> tuple[bool, str]:
-    """(allowed, why not): a bearer token when HUB_METRICS_TOKEN is set, else loopback callers only."""
+    """(allowed, why not): a bearer token when HUB_METRICS_TOKEN is set; without one, loopback callers
+    of a development server only. Behind a reverse proxy on the same host every caller is loopback,
+    and the scrape names every tenant's plugins: a production hub answers only the token."""
     token = settings.HUB_METRICS.token
+    if not token and not settings.DEBUG:
+        return False, ("with DJANGO_DEBUG=0, /metrics answers only a bearer token: set HUB_METRICS_TOKEN "
+                       "(behind a reverse proxy on this host every caller would be loopback)")
     if token:
         scheme, _, given = authorization.partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):

@@ -26,8 +26,17 @@ def sample(samples: dict, name: str, **labels) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
+TOKEN = "metrics-t0ken"
+
+
+@pytest.fixture(autouse=True)
+def metrics_token(settings):
+    """Scrapes carry a token, as a production hub (DJANGO_DEBUG=0) requires."""
+    settings.HUB_METRICS = replace(settings.HUB_METRICS, token=TOKEN)
+
+
 def scrape(client, **headers) -> dict:
-    response = client.get("/metrics", **headers)
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}", **headers)
     assert response.status_code == 200, response.content
     assert response["Content-Type"].startswith("text/plain; version=0.0.4")
     return parse(response.content.decode())
@@ -101,11 +110,23 @@ def test_a_quarantine_is_counted(client, api_client, install, settings):
 
 
 @pytest.mark.django_db
-def test_without_a_token_only_loopback_may_scrape(client):
+def test_without_a_token_only_loopback_may_scrape_a_development_server(client, settings):
+    settings.HUB_METRICS = replace(settings.HUB_METRICS, token="")
+    settings.DEBUG = True
     response = client.get("/metrics", REMOTE_ADDR="10.1.2.3")
     assert response.status_code == 403
     assert "loopback" in response.json()["error"]["message"]
     assert client.get("/metrics", REMOTE_ADDR="::1").status_code == 200
+
+
+@pytest.mark.django_db
+def test_without_a_token_a_production_hub_answers_no_one(client, settings):
+    # Issue 33: behind a reverse proxy on the same host every caller is loopback.
+    settings.HUB_METRICS = replace(settings.HUB_METRICS, token="")
+    settings.DEBUG = False
+    response = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
+    assert response.status_code == 403
+    assert "set HUB_METRICS_TOKEN" in response.json()["error"]["message"]
 
 
 @pytest.mark.django_db
@@ -130,7 +151,7 @@ def two_workers(tmp_path):
     # Workers are recycled every few requests, so the calls are served by several worker
     # processes (two at a time), each writing its own files in the multiprocess directory.
     server = Served(workers=2, extra_args=("--max-requests", "3"),
-                    PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "prom")).start()
+                    PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "prom"), HUB_METRICS_TOKEN=TOKEN).start()
     yield server
     server.stop()
 
@@ -148,7 +169,7 @@ def test_the_scrape_sums_every_gunicorn_worker(two_workers):
     # Each worker applies its observations within a second (or as it exits): wait for the sum.
     deadline = time.monotonic() + 30
     while True:
-        status, headers, body = two_workers.request("GET", "/metrics")
+        status, headers, body = two_workers.request("GET", "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
         assert status == 200 and headers["Content-Type"].startswith("text/plain")
         samples = parse(body.decode())
         counted = sample(samples, "hub_execute_requests_total", hook="systemPrompt", outcome="changed")
