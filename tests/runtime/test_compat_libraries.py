@@ -35,6 +35,10 @@ CASES = {
         "baseUnchanged": True, "sharedUntouched": True, "frozen": True}, separators=(",", ":"))),
     "handlebars": ('{"people": [{"name": "ann", "age": 3}, {"name": "bo", "age": 4}], "title": "t"}',
                    "ANN is 3, BO is 4 <t>"),
+    # Time zones through Intl (issue 33: SES's default locale taming made dayjs answer UTC for Berlin).
+    "dayjs": ("2026-07-01T12:00:00Z Europe/Berlin", "2026-07-01 14:00 +02:00"),   # with its timezone plugin
+    # Six months on, the same wall-clock time in winter's offset.
+    "luxon": ("2026-07-01T12:00:00Z America/New_York", "2026-07-01 08:00 -04:00 EDT 08:00 -05:00"),
 }
 
 

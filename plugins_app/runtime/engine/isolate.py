@@ -80,9 +80,13 @@ class Isolate:
         self.queue = EvalQueue(self.mr)
         await self.eval(jsassets.ses_source(), 30)
         await self.eval(jsassets.web_polyfills_bundle_source(), 10)
+        # localeTaming 'unsafe' keeps Date's and Number's toLocale* methods real: time-zone libraries
+        # (dayjs's timezone plugin, luxon) read zones through them, and SES's 'safe' turns them into
+        # plain toString (dayjs gave UTC for Berlin). What it costs: those methods show the engine's
+        # default locale and time zone (a server's, the same for every tenant), which is all they leak.
         await self.eval(
             "lockdown({errorTaming: 'unsafe', stackFiltering: 'verbose', overrideTaming: 'severe',"
-            " consoleTaming: 'unsafe'}); 1", 10)
+            " consoleTaming: 'unsafe', localeTaming: 'unsafe'}); 1", 10)
         await self.eval(jsassets.web_polyfills_source(), 10)
         py = await self.stack.enter_async_context(self.mr.wrap_py_function(self.host_call))
         glob = cast(JSMappedObject, await self.mr.eval_cancelable("globalThis"))
