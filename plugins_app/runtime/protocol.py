@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypedDict
 
 from . import wire
+from .config import DEFAULT_CPU_MS
 
 
 class Op(str, enum.Enum):
@@ -161,3 +162,4 @@ class RunState:
     slow_noticed: bool = False
     holder: str | None = None   # the handler holding the isolate past HOLD_SECONDS, if any
     cpu_started: float = 0.0    # the isolate thread's CPU seconds when the running handler was noticed
+    cpu_ms: int = DEFAULT_CPU_MS   # the CPU one invocation may use (the request's cpuMs, read once)

@@ -22,7 +22,7 @@ class EngineSide(Protocol):
         """The isolate chains run in (the spare takes the place of a replaced one)."""
         ...
 
-    async def replace_isolate(self, why: str = ...) -> None:
+    async def replace_isolate(self, why: str = ..., culprit: str | None = None) -> None:
         """Close the isolate, stopping whatever runs in it; the spare takes its place."""
         ...
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Iterable
 
 MIB = 1024 * 1024
 # Past this share of the process's bound (HUB_ENGINE_MEMORY_MB), or of the isolate's heap limit, after
@@ -135,22 +136,12 @@ class MemoryBooks:
             if key not in self.notes:   # a charge waiting to be told is kept
                 self._note(key, REPLACED.format(why=why), False)
 
-    def blamed(self, key: str) -> None:
-        """`key` itself cost the isolate: its own trace says so; no note that another did."""
-        if key in self.notes and not self.notes[key][1]:
-            del self.notes[key]
-
     def forget(self, key: str) -> None:
         """Uninstalled or redeployed: nothing to tell its next run."""
         self.growth.pop(key, None)
         self.notes.pop(key, None)
 
-    def top(self, n: int) -> list[list[object]]:
-        """The `n` installations the process grew the most by, with the MiB put down to each."""
-        ranked = sorted(self.growth.items(), key=lambda item: -item[1])[:n]
-        return [[key, round(grown / MIB, 1)] for key, grown in ranked]
-
-    def pending(self, account: str, handler_ids: list[str]) -> bool:
+    def pending(self, account: str, handler_ids: Iterable[str]) -> bool:
         if not self.notes:   # nearly always: checked on every chain's start
             return False
         return any(f"{account}/{inst_id}" in self.notes for inst_id in handler_ids)

@@ -168,7 +168,7 @@ class Engine:
     def status(self) -> JsonObject:
         iso = self.isolate
         return {"pong": True, "pid": os.getpid(), "replaced": self.replaced, "rssBytes": self.memory.rss(),
-                "memoryCharged": self.memory.charged, "memoryTop": self.memory.top(3),
+                "memoryCharged": self.memory.charged,
                 "accounts": sorted({key.split("/", 1)[0] for key in iso.loaded}) if iso else [],
                 "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs),
                 "running": self.running.message.get("account") if self.running else None,
@@ -198,8 +198,8 @@ class Engine:
             return False
         try:
             handlers = message["handlers"]
-            if self.relieving or self.memory.due() or iso.lacking(message["account"], handlers) or (
-                    self.memory.notes and self.memory.pending(message["account"], [h["id"] for h in handlers])):
+            if self.relieving or self.memory.due() or iso.lacking(message["account"], handlers) or \
+                    self.memory.pending(message["account"], (h["id"] for h in handlers)):
                 return False
             job.started_state = start_attempt(self, iso, job, handlers, message["context"], early=True)
         except (KeyError, TypeError):   # malformed: the work loop answers it as a fault
@@ -373,14 +373,14 @@ class Engine:
         if self.keep_spare and self.spare is None:
             self.spare = asyncio.get_running_loop().create_task(self.new_isolate())
 
-    async def replace_isolate(self, why: str = "a handler had to be stopped") -> None:
+    async def replace_isolate(self, why: str = "a handler had to be stopped", culprit: str | None = None) -> None:
         """Close the current isolate (stopping whatever runs in it) and put the spare in its place;
         every account's compartments come back from the code cache on their next call, and each
         installation's next trace says its state was lost, and why."""
         old, self.isolate = self.isolate, None
         self.replaced += 1
         if old is not None:
-            self.memory.lost(list(old.loaded), why)
+            self.memory.lost([key for key in old.loaded if key != culprit], why)
             # Closed in the background: the caller's answer must not wait for the old isolate's
             # thread to notice it was stopped (slow when it was demoted and the machine is busy).
             closing = asyncio.get_running_loop().create_task(self._close(old))

@@ -48,7 +48,7 @@ async def run_chain(engine: EngineSide, job: Job) -> RunResult:
     offset = 0
     # A handler with something to be told (a memory charge, state that was lost) gets its answer
     # through this loop, where the trace can carry it, never early from the isolate's thread.
-    told = engine.memory.pending(account, list(hashes))
+    told = engine.memory.pending(account, hashes)
     while True:
         iso = await engine.ready_isolate()
         batch = handlers[offset:]
@@ -66,11 +66,13 @@ async def run_chain(engine: EngineSide, job: Job) -> RunResult:
                     break
                 wanted = outcome["missing"]
         except IsolateLost as lost:
-            await engine.replace_isolate(f"a handler of another installation {_WHY.get(lost.kind, 'broke it')}")
-            if lost.kind == CrashKind.CRASHED.value:   # the harness failed, not a handler: blame nobody
+            # Every other installation in the isolate is told its state went; the culprit is told by its crash.
+            culprit = None if lost.kind == CrashKind.CRASHED.value else f"{account}/{batch[lost.index]['id']}"
+            await engine.replace_isolate(f"a handler of another installation {_WHY.get(lost.kind, 'broke it')}",
+                                         culprit=culprit)
+            if culprit is None:   # the harness failed, not a handler: blame nobody
                 return {"fatal": lost.kind}
             context, lost_trace = _resume_point(req, batch, lost, context)
-            engine.memory.blamed(f"{account}/{batch[lost.index]['id']}")
             trace.extend(lost_trace)
             offset += lost.index + 1
             if offset >= len(handlers):
@@ -161,7 +163,6 @@ def start_attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list[Handle
     seq = engine.run_seq + 1
     handler_ids = [h["id"] for h in batch]
     payload = {"account": req["account"], "hook": req["hook"], "context": context, "budgetMs": req["budgetMs"],
-               "cpuMs": _cpu_ms(req),
                "host": req["host"], "traceValues": req.get("traceValues", False), "handlers": batch,
                "seq": seq, "entropy": os.urandom(32).hex()}   # reseeds the isolate's crypto
     body = wire.dumps(payload).decode()
@@ -169,7 +170,8 @@ def start_attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list[Handle
     if early and req.get("op") == Op.RUN.value:
         answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes)
     engine.run_seq = seq
-    state = engine.state = RunState(seq=seq, job=job, handler_ids=handler_ids, cpu_started=iso.cpu_seconds())
+    state = engine.state = RunState(seq=seq, job=job, handler_ids=handler_ids, cpu_started=iso.cpu_seconds(),
+                                    cpu_ms=_cpu_ms(req))
     queue.post_call(_function(iso.run_chain_fn), body, answered=False)
     queue.post_call(_function(iso.poll_fn), early=answer)
     return state
@@ -217,9 +219,9 @@ async def _follow(engine: EngineSide, iso: Isolate, state: RunState, budget: flo
         _note_index(state, index, iso)
         deadline = started / 1000 + budget + state.uncharged_seconds
         # CPU counts even while a host call is out: timers and microtasks can burn it meanwhile.
-        over_cpu = _cpu_used(iso, state) > _cpu_ms(state.job.message) / 1000
+        over_cpu = _cpu_used(iso, state) > state.cpu_ms / 1000
         if over_cpu or (time.time() >= deadline and not state.uncharged_inflight):
-            queue.post(f"__hub.expire({index}, {_cpu_ms(state.job.message) if over_cpu else 0}); 1", answered=False)
+            queue.post(f"__hub.expire({index}, {state.cpu_ms if over_cpu else 0}); 1", answered=False)
         else:
             engine.host_activity.clear()
             wait = min(SLICE_SECONDS, max(0.0, deadline - time.time())) or SLICE_SECONDS
@@ -251,9 +253,8 @@ async def _answer(engine: EngineSide, iso: Isolate, state: RunState, budget: flo
         if seq != state.seq:
             continue
         _note_index(state, index, iso)
-        cpu_ms = _cpu_ms(state.job.message)
-        if _cpu_used(iso, state) > cpu_ms / 1000 + CPU_GRACE_SECONDS:   # over its CPU and not yielding
-            raise IsolateLost(CrashKind.WEDGED.value, cpu_ms=cpu_ms)
+        if _cpu_used(iso, state) > state.cpu_ms / 1000 + CPU_GRACE_SECONDS:   # over its CPU and not yielding
+            raise IsolateLost(CrashKind.WEDGED.value, cpu_ms=state.cpu_ms)
         held = time.time() - started / 1000
         if not state.slow_noticed and held > SLOW_NOTICE_SECONDS and not state.uncharged_inflight:
             state.slow_noticed = True

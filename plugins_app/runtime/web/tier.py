@@ -210,6 +210,12 @@ class Tier:
     def _forget(self, address: str) -> None:
         getattr(self._local, "links", {}).pop(address, None)
 
+    @property
+    def addresses(self) -> list[str]:
+        """Every engine this tier reaches, the shared ones first, each once (the lane may be the
+        shared engines themselves)."""
+        return list(dict.fromkeys(self.engines + self.lane))
+
     def order(self, account_key: str, lane: bool = False) -> list[str]:
         addresses = self.lane if lane else self.engines
         first = zlib.crc32(account_key.encode()) % len(addresses)
@@ -308,7 +314,7 @@ class Tier:
         """Tells every engine (shared and lane) to drop these installations' compartments and code;
         how many compartments were dropped. An engine that is down holds nothing of them any more."""
         dropped = 0
-        for address in dict.fromkeys(self.engines + self.lane):
+        for address in self.addresses:
             with contextlib.suppress(EngineDown):
                 reply = self._send(address, {"op": Op.UNLOAD.value, "account": account_key, "ids": ids}, None, None, 10)
                 dropped += int(reply.get("unloaded") or 0)

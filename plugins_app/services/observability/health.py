@@ -44,7 +44,7 @@ def database() -> dict:
 def engines() -> dict:
     tier = get_tier()
     answers: list[dict] = []
-    for address in dict.fromkeys(tier.engines + tier.lane):   # the lane may be the engines themselves
+    for address in tier.addresses:
         reply = tier.ping(address)
         if not reply.get("pong"):
             raise RuntimeError(f"engine {len(answers)} answered {reply!r}"[:200])

@@ -232,7 +232,7 @@ class EngineCollector:
              "Installations whose compartment the engine dropped for holding its memory, and charged"),
         )}
         tier = get_tier()
-        for index, address in enumerate(dict.fromkeys(tier.engines + tier.lane)):
+        for index, address in enumerate(tier.addresses):
             engine = ("lane-" if address in tier.lane and address not in tier.engines else "") + str(index)
             try:
                 status = tier.ping(address)

@@ -6,15 +6,16 @@ import logging
 import pytest
 
 from plugins_app.models import PluginLog
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import ChainResult
 from plugins_app.services.execution.observers import AfterChain, ChainRun, after_chain
 
 
 def _run(name="systemPrompt"):
-    from plugins_app.runtime.tables.hooks import HOOKS
-    from plugins_app.runtime.web.chain import ChainResult
-
-    return ChainRun(account=None, spec=HOOKS[name], context={}, result=ChainResult.__new__(ChainResult),
-                    hop=0, turn_id="")
+    """A run of an empty chain (nothing hooked the point): what the seam hands on, whatever it holds."""
+    context = {"systemPrompt": "base"}
+    return ChainRun(account=None, spec=HOOKS[name], context=context,
+                    result=ChainResult(name, "unchanged", context, "base", None, []), hop=0, turn_id="")
 
 
 def test_observers_hear_a_run_in_the_order_they_were_added():

@@ -33,7 +33,7 @@ def execute(client):
 
 def engines_rss() -> int:
     tier = get_tier()
-    return sum(tier.ping(address)["rssBytes"] for address in dict.fromkeys(tier.engines + tier.lane))
+    return sum(tier.ping(address)["rssBytes"] for address in tier.addresses)
 
 
 def test_deleting_a_plugin_gives_its_memory_back_on_the_engines(api_client, install,
@@ -77,10 +77,9 @@ def test_a_deploy_drops_the_old_versions_compartments_everywhere(api_client, ins
     counter = install(counter_source(), name="counter")
     assert execute(api_client)["value"] == "base:1"
     tier = get_tier()
-    engines = list(dict.fromkeys(tier.engines + tier.lane))
 
     def compartments() -> int:   # across the engines (earlier tests' may be there too)
-        return sum(tier.ping(address)["compartments"] for address in engines)
+        return sum(tier.ping(address)["compartments"] for address in tier.addresses)
 
     before = compartments()
     with django_capture_on_commit_callbacks(execute=True):

@@ -26,7 +26,7 @@ def handler(tier, source, n):
 
 
 def rss(tier) -> int:
-    return sum(tier.ping(address)["rssBytes"] for address in dict.fromkeys(tier.engines + tier.lane))
+    return sum(tier.ping(address)["rssBytes"] for address in tier.addresses)
 
 
 def run(tier, account, handlers):

@@ -63,7 +63,7 @@ def test_the_squatter_is_charged_and_the_victim_keeps_its_state(engine, squatter
         victim_trace.append(call(engine, "victim", b))
     # The victim: every call ran, with no warning, and its counter never went back.
     assert [(t.status, t.warning, t.crash) for t in victim_trace] == [("ran", None, None)] * 40
-    assert [run_chain(engine, "victim", HOOKS["userMessageInbound"], [b], INBOUND_CONTEXT).value][0] \
+    assert run_chain(engine, "victim", HOOKS["userMessageInbound"], [b], INBOUND_CONTEXT).value \
         == f"hello 41 {4 * 1024 * 1024}"
     # The squatter: charged (a memory crash on its trace, which counts a strike) within 5 calls of
     # the engine first nearing a bound, and again each time it fills up again.
