@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
-from plugins_app.errors import Conflict, InvalidInput, PlatformError
+from plugins_app.errors import Conflict, InvalidInput, NotFound, PlatformError
 from plugins_app.models import CronJob, CronRun
 from plugins_app.runtime.tables.context import MAX_ID_LENGTH, is_platform_id
 from plugins_app.services.execution.execute import execute_hook
@@ -173,11 +173,13 @@ def get_run(account, run_id, field: str = "cronRunId") -> CronRun:
 
 # --- slots -------------------------------------------------------------------------------------
 
-def run_now(account, job_id) -> CronRun | None:
-    """Fire one slot of the job now (even when disabled), in the caller's process; None only when the
-    job was deleted in between."""
+def run_now(account, job_id) -> CronRun:
+    """Fire one slot of the job now (even when disabled), in the caller's process."""
     job = get_job(account, job_id)
-    return fire_slot(job.pk, trigger_key=f"manual-{uuid.uuid4().hex}", trigger=CronRun.Trigger.MANUAL)
+    run = fire_slot(job.pk, trigger_key=f"manual-{uuid.uuid4().hex}", trigger=CronRun.Trigger.MANUAL)
+    if run is None:   # deleted between the lookup and the slot: the same answer as an unknown id
+        raise NotFound(f"cron job {job_id} was deleted")
+    return run
 
 
 def fire_slot(job_id: int, *, trigger_key: str, trigger: str = CronRun.Trigger.SCHEDULE) -> CronRun | None:

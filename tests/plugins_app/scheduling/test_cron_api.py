@@ -144,3 +144,23 @@ def test_another_accounts_job_is_not_found(api_client, other_api_client):
 def test_the_api_needs_a_key(client):
     assert client.get("/api/v1/cron-jobs").status_code == 401
     assert client.get("/api/v1/notifications").status_code == 401
+
+
+def test_run_now_of_a_job_deleted_as_it_fires_is_not_found(api_client, monkeypatch):
+    """The job is looked up, then deleted by another request before its slot is created: the
+    caller gets the API's 404 rather than a 500 from serializing nothing."""
+    from plugins_app.services.scheduling import cron
+
+    job_id = create(api_client)["id"]
+    looked_up = cron.get_job
+
+    def then_deleted(account, job_id, *args, **kwargs):
+        job = looked_up(account, job_id, *args, **kwargs)
+        CronJob.objects.filter(pk=job.pk).delete()   # the other request's delete, landing in between
+        return job
+
+    monkeypatch.setattr(cron, "get_job", then_deleted)
+    response = api_client.post(f"/api/v1/cron-jobs/{job_id}/run")
+    assert response.status_code == 404
+    assert response.json()["error"]["message"] == f"cron job {job_id} was deleted"
+    assert response.json()["error"]["code"] == "not_found"
