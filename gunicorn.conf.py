@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from plugins_app.runtime.config import EngineConfig
+from plugins_app.runtime.config import EngineConfig, shared_engines_for
 
 # A request waiting on an engine holds a thread, not a whole worker: a slow or runaway plugin
 # can't occupy the workers every other account needs.
@@ -25,7 +25,7 @@ def on_starting(server):
     engines, so an account's compartments are warm once per machine, not once per worker."""
     global _tier, _tier_dir
     # Checked before anything starts: a bad value stops gunicorn here, with the variable's name.
-    config = EngineConfig.from_env(os.environ, default_processes=len(os.sched_getaffinity(0)))
+    config = EngineConfig.from_env(os.environ, default_processes=shared_engines_for(len(os.sched_getaffinity(0))))
     _prepare_metrics_dir()
     if os.environ.get("HUB_ENGINE_DIR"):   # the operator runs the tier as a service of its own
         return

@@ -1,7 +1,7 @@
 """Victims beside a deliberate tenant (issue 28): good accounts call in closed loops while one attacker
 runs, and their p50 / p99 / max are printed beside each attacker as ratios to a quiet baseline.
 
-Runs the engine tier as production does (2 shared engines and the lane, supervised processes), with
+Runs the engine tier as production does (a shared engine per core and one more, and the lane), with
 the web side's part played here: a handler reported slow, or struck (a timeout, a wedge, a memory
 charge), runs in the lane from its next call, as quarantine.mark_slow_lane / record_misbehaviour do.
 Three strikes quarantine it, as HUB_QUARANTINE_STRIKES does. No Django, no HTTP: bench/load.py measures
@@ -13,6 +13,7 @@ the whole stack. Figures vary by machine; compare the ratios.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import threading
@@ -23,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from plugins_app.runtime.config import shared_engines_for  # noqa: E402
 from plugins_app.runtime.engine.supervisor import local_supervisor  # noqa: E402
 from plugins_app.runtime.tables.hooks import HOOKS  # noqa: E402
 from plugins_app.runtime.web.chain import Handler, run_chain  # noqa: E402
@@ -125,8 +127,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="each phase's length")
     parser.add_argument("--victims", type=int, default=4, help="good accounts, one connection each")
+    parser.add_argument("--engines", type=int, default=shared_engines_for(len(os.sched_getaffinity(0))),
+                        help="shared engines (default: as gunicorn starts them, HUB_ENGINE_PROCESSES)")
+    parser.add_argument("--only", action="append", choices=sorted(ATTACKERS), help="run only these attackers")
     args = parser.parse_args()
-    supervisor = local_supervisor(engines=2, lane=1)
+    supervisor = local_supervisor(engines=args.engines, lane=1)
     tier = tier_for(supervisor.describe())
     try:
         victims = [Tenant(f"victim-{i}", compile_handler(tier, VICTIM, 100 + i)) for i in range(args.victims)]
@@ -138,6 +143,8 @@ def main() -> None:
               f" {'p50 x':>6} {'p99 x':>6} {'not ran':>8}  targets: p99 <= 3x, max <= 250 ms")
         print(f"{'(quiet baseline)':<30} {len(quiet):>7} {base[0]:>8.2f} {base[1]:>8.2f} {base[2]:>8.1f}")
         for n, (name, (source, accounts, connections)) in enumerate(ATTACKERS.items()):
+            if args.only and name not in args.only:
+                continue
             attackers = [Tenant(f"attacker-{n}-{i}", compile_handler(tier, source, 200 + 10 * n + i))
                          for i in range(accounts)]
             latencies, failed = phase(tier, victims, attackers, connections, args.seconds)

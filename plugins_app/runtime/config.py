@@ -10,7 +10,7 @@ from plugins_app.runtime.environment import ConfigError, Env
 
 __all__ = ["ConfigError", "EngineConfig"]
 
-DEFAULT_PROCESSES = 2            # shared engines, unless the starter knows better (gunicorn: one per core)
+DEFAULT_PROCESSES = 2            # shared engines, unless the starter knows better (see shared_engines_for)
 DEFAULT_LANE_PROCESSES = 1
 DEFAULT_ISOLATE_MEMORY_MB = 256
 DEFAULT_BUDGET_MS = 5000         # the spec's 5 s per handler
@@ -18,8 +18,17 @@ DEFAULT_BUDGET_MS = 5000         # the spec's 5 s per handler
 # awaits nothing blocking and still runs this long is burning the engine other accounts share.
 DEFAULT_CPU_MS = 1000
 # What one engine process may hold, its isolates' heaps and the memory they hold outside them
-# (ArrayBuffers) together: three engines at this fit a 2-core, 24 GiB machine with room for the rest.
+# (ArrayBuffers) together: a 2-core machine's four engines at this fit 24 GiB with room for the rest.
 DEFAULT_ENGINE_MEMORY_MB = 2048
+
+
+def shared_engines_for(cores: int) -> int:
+    """The shared engines a machine with `cores` CPUs runs by default: one per core, and one more.
+    An account holds at most one shared engine at a time (engine/board.py), so a chain that sleeps
+    or awaits a slow service takes one out of the others' reach until it ends; the extra engine
+    keeps one free for everyone else while an account per core is doing that. An idle engine costs
+    memory (about 100 MiB), not CPU."""
+    return max(1, cores) + 1
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,13 @@ class EngineArgs:
     nice: int = 0                 # added to its isolates' threads' nice value (the lane's engines)
     spare: bool = True            # keep a spare isolate started, to take a replaced one's place at once
     engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB   # the process's resident memory bound (EngineConfig)
+    board: int | None = None      # the shared engines' board's descriptor (engine/board.py); lane and private: none
+    seat: int | None = None       # this engine's seat on it
 
     def argv(self) -> list[str]:
         given = {"memory_mb": self.memory_mb, "listen": self.listen, "conn": self.conn,
                  "lifeline": self.lifeline, "nice": self.nice, "spare": int(self.spare),
-                 "engine_memory_mb": self.engine_memory_mb}
+                 "engine_memory_mb": self.engine_memory_mb, "board": self.board, "seat": self.seat}
         return [f"{name}={value}" for name, value in given.items() if value is not None]
 
     @classmethod
@@ -36,10 +38,11 @@ class EngineArgs:
         given = {name: int(value) for name, value in (arg.split("=", 1) for arg in argv)}
         return cls(memory_mb=given["memory_mb"], listen=given.get("listen"), conn=given.get("conn"),
                    lifeline=given.get("lifeline"), nice=given.get("nice", 0), spare=given.get("spare", 1) != 0,
-                   engine_memory_mb=given.get("engine_memory_mb", DEFAULT_ENGINE_MEMORY_MB))
+                   engine_memory_mb=given.get("engine_memory_mb", DEFAULT_ENGINE_MEMORY_MB),
+                   board=given.get("board"), seat=given.get("seat"))
 
     def start(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
         """The engine process, given the descriptors named here."""
-        descriptors = [fd for fd in (self.listen, self.conn, self.lifeline) if fd is not None]
+        descriptors = [fd for fd in (self.listen, self.conn, self.lifeline, self.board) if fd is not None]
         return subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.engine.process", *self.argv()],
                                 pass_fds=descriptors, cwd=PROJECT_ROOT, env=env)

@@ -19,6 +19,7 @@ from py_mini_racer._exc import JSOOMException
 from plugins_app.runtime import protocol, wire
 from plugins_app.runtime.config import DEFAULT_ENGINE_MEMORY_MB
 from plugins_app.runtime.engine.bench import bench
+from plugins_app.runtime.engine.board import Board
 from plugins_app.runtime.engine.compiler import Compiler
 from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost, LoadCostIsolate
 from plugins_app.runtime.engine.memory import MAX_DROPS, MemoryBooks
@@ -52,8 +53,9 @@ class Engine:
     """Implements engine/api.py's EngineSide, which run.py and bench.py are given."""
 
     def __init__(self, memory_mb: int, limits: protocol.Limits, spare: bool = True, nice: int = 0,
-                 engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB):
+                 engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB, board: Board | None = None):
         self.memory_mb = memory_mb
+        self.board = board   # a shared engine's seat among the others; the lane and private engines have none
         self.memory = MemoryBooks(engine_memory_mb, memory_mb)
         # Memory is being counted or looked for between chains: a newcomer waits in the queue (a
         # collection takes tens of milliseconds) rather than going to an engine that lacks its state.
@@ -64,7 +66,7 @@ class Engine:
         self.spare: asyncio.Task[Isolate] | None = None
         self.jobs: deque[Job] = deque()
         self.jobs_ready = asyncio.Event()
-        self.running: Job | None = None
+        self._running: Job | None = None
         self.state: RunState | None = None
         self.code: OrderedDict[str, JsonObject] = OrderedDict()   # "account/id" -> {"hash", "code", "config"}
         self.code_bytes = 0
@@ -85,6 +87,20 @@ class Engine:
         self.base_nice = min(os.getpriority(os.PRIO_PROCESS, 0) + nice, DEMOTED_NICE)
         self.compiler = Compiler(memory_mb, limits)
         self._closing: set[asyncio.Task[None]] = set()   # replaced isolates still being closed
+
+    @property
+    def running(self) -> Job | None:
+        """The chain holding the isolate; the board shows its account to the other shared engines."""
+        return self._running
+
+    @running.setter
+    def running(self, job: Job | None) -> None:
+        self._running = job
+        if self.board is not None:
+            if job is None:
+                self.board.release()
+            else:
+                self.board.hold(str(job.message.get("account")))
 
     # -- connections ---------------------------------------------------------------------------
     def listen(self, listener: socket.socket) -> None:
@@ -182,6 +198,9 @@ class Engine:
             if self._holder_for(job) or (not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED)):
                 self._refuse(job)
                 return
+            if not message.get("wait") and self._held_elsewhere(job):
+                job.client.send(protocol.result(message.get("id"), busy=True, lane=True, elsewhere=True))
+                return
             self.jobs.append(job)
             if not (len(self.jobs) == 1 and self.running is None and self._start_on_arrival(job)):
                 self.jobs_ready.set()
@@ -259,6 +278,13 @@ class Engine:
             return None
         wanted = {h.get("id") for h in job.message.get("handlers") or [] if isinstance(h, dict)}
         return state.holder if state.holder in wanted else None
+
+    def _held_elsewhere(self, job: Job) -> bool:
+        """Whether another shared engine has been busy with this account's chain past BUSY_SECONDS:
+        this call then goes to the lane, as it would from that engine, rather than taking a second
+        shared engine (an account calling from many connections, each call asleep for seconds,
+        would otherwise hold them all, and every other account would queue behind its sleeps)."""
+        return self.board is not None and self.board.held_elsewhere(str(job.message.get("account")), BUSY_SECONDS)
 
     def _refuse(self, job: Job) -> None:
         running = self.running.message.get("account") if self.running else None
@@ -534,8 +560,9 @@ async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frame
 
 def main() -> None:
     args = EngineArgs.parse(sys.argv[1:])
+    seat = Board(args.board, args.seat) if args.board is not None and args.seat is not None else None
     engine = Engine(args.memory_mb, protocol.DEFAULT_LIMITS, spare=args.spare, nice=args.nice,
-                    engine_memory_mb=args.engine_memory_mb)
+                    engine_memory_mb=args.engine_memory_mb, board=seat)
     listener = socket.socket(fileno=args.listen) if args.listen is not None else None
     conn = wire.Frames(args.conn) if args.conn is not None else None
     if conn is not None:

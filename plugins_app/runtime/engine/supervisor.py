@@ -18,7 +18,9 @@ from plugins_app.runtime.config import (
     DEFAULT_ISOLATE_MEMORY_MB,
     ConfigError,
     EngineConfig,
+    shared_engines_for,
 )
+from plugins_app.runtime.engine import board
 from plugins_app.runtime.launch import EngineArgs
 from plugins_app.runtime.protocol import TierLayout
 
@@ -31,8 +33,9 @@ class Slot:
     process that connects while an engine is being replaced just waits in the backlog."""
 
     def __init__(self, path: Path, env: dict[str, str], memory_mb: int, nice: int = 0,
-                 engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB):
+                 engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB, board: int | None = None, seat: int | None = None):
         self.path = path
+        self.board, self.seat = board, seat
         self.env = env
         self.memory_mb, self.nice, self.engine_memory_mb = memory_mb, nice, engine_memory_mb
         if path.exists():
@@ -45,7 +48,8 @@ class Slot:
 
     def start(self, lifeline: int) -> None:
         self.proc = EngineArgs(self.memory_mb, listen=self.listener.fileno(), lifeline=lifeline,
-                               nice=self.nice, engine_memory_mb=self.engine_memory_mb).start(self.env)
+                               nice=self.nice, engine_memory_mb=self.engine_memory_mb,
+                               board=self.board, seat=self.seat).start(self.env)
         self.starts += 1
 
     def stop(self) -> None:
@@ -63,7 +67,11 @@ class Supervisor:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.memory_mb = memory_mb
         base = dict(env if env is not None else os.environ)
-        self.slots = [Slot(self.directory / f"engine-{i}.sock", base, memory_mb, engine_memory_mb=engine_memory_mb)
+        # The shared engines tell each other which account each runs, so that one account's calls
+        # that hold an engine (asleep, awaiting, computing) take one of them, never every one.
+        self.board = board.create(str(self.directory / "engines.board"), max(1, engines))
+        self.slots = [Slot(self.directory / f"engine-{i}.sock", base, memory_mb, engine_memory_mb=engine_memory_mb,
+                           board=self.board, seat=i)
                       for i in range(max(1, engines))]
         self.lane_slots = [Slot(self.directory / f"lane-{i}.sock", base, memory_mb, nice=LANE_NICE,
                                 engine_memory_mb=engine_memory_mb) for i in range(lane)]
@@ -104,7 +112,8 @@ class Supervisor:
             slot.listener.close()
             if slot.path.exists():
                 slot.path.unlink()
-        for fd in (self._lifeline_r, self._lifeline_w):
+        (self.directory / "engines.board").unlink(missing_ok=True)
+        for fd in (self._lifeline_r, self._lifeline_w, self.board):
             try:
                 os.close(fd)
             except OSError:
@@ -128,7 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("directory")
     try:
-        config = EngineConfig.from_env(os.environ, default_processes=os.cpu_count() or 2)
+        config = EngineConfig.from_env(os.environ, default_processes=shared_engines_for(len(os.sched_getaffinity(0))))
     except ConfigError as exc:
         parser.error(str(exc))
     parser.add_argument("--engines", type=int, default=config.processes)

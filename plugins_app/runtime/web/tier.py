@@ -242,10 +242,12 @@ class Tier:
             if not reply.get("busy") or reply.get("holder"):
                 return reply   # a holder: the caller leaves that handler out and asks again
             if reply.get("lane") and not lane:
-                # This account's own chain keeps that engine busy: don't spread it to the others.
-                # If the lane is busy too, wait behind that chain of its own, which its engine
-                # stops waiting on once it holds the isolate too long, not behind the lane's.
-                return self._route(account_key, message, on_host, on_slow, True, silence_limit, wait_at=address)
+                # This account's own chain keeps that engine busy (or, `elsewhere`, another shared
+                # engine): don't spread it to the others. If the lane is busy too, wait behind that
+                # chain of its own, which its engine stops waiting on once it holds the isolate too
+                # long; when it runs elsewhere, wait in the lane, never in another account's line.
+                return self._route(account_key, message, on_host, on_slow, True, silence_limit,
+                                   wait_at=None if reply.get("elsewhere") else address)
         # Everything is busy: wait in line where this account is warm.
         return self._send(wait_at or order[0], dict(message, wait=True), on_host, on_slow, silence_limit)
 

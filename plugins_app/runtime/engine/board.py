@@ -1,0 +1,60 @@
+"""The shared engines' board: which account each one is running, so one account holds at most one of them."""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import struct
+import time
+
+# One seat per shared engine: the running account's key (0: nothing runs) and when its chain
+# started (CLOCK_MONOTONIC nanoseconds, the same clock in every process of the machine).
+SEAT = struct.Struct("=QQ")
+
+
+def account_key(account: str) -> int:
+    """A nonzero 64-bit key for an account: the board holds numbers, not names."""
+    return int.from_bytes(hashlib.blake2b(account.encode(), digest_size=8).digest(), "little") or 1
+
+
+def create(path: str, seats: int) -> int:
+    """Makes the board file for `seats` engines (all idle) and returns a descriptor to hand them."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.ftruncate(fd, SEAT.size * max(1, seats))
+    return fd
+
+
+class Board:
+    """An engine's view of the board: it writes its own seat and reads the others'. Advisory: a
+    torn read or a seat left by an engine that died costs at most one call a trip to the lane."""
+
+    def __init__(self, fd: int, seat: int):
+        self.seat = seat
+        self._map = mmap.mmap(fd, os.fstat(fd).st_size)
+        self.seats = len(self._map) // SEAT.size
+        if not 0 <= seat < self.seats:
+            raise ValueError(f"seat {seat} is not on a board of {self.seats}")
+        self.release()   # whatever a dead predecessor left in this seat
+
+    def hold(self, account: str) -> None:
+        SEAT.pack_into(self._map, self.seat * SEAT.size, account_key(account), time.monotonic_ns())
+
+    def release(self) -> None:
+        SEAT.pack_into(self._map, self.seat * SEAT.size, 0, 0)
+
+    def held_elsewhere(self, account: str, longer_than: float) -> bool:
+        """Whether another engine has been running a chain of `account` for over `longer_than` seconds."""
+        key = account_key(account)
+        since = time.monotonic_ns() - int(longer_than * 1e9)
+        for seat in range(self.seats):
+            if seat == self.seat:
+                continue
+            held, started = SEAT.unpack_from(self._map, seat * SEAT.size)
+            if held == key and 0 < started < since:
+                return True
+        return False
+
+    def close(self) -> None:
+        self.release()
+        self._map.close()
