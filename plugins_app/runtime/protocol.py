@@ -161,5 +161,6 @@ class RunState:
     uncharged_inflight: int = 0
     slow_noticed: bool = False
     holder: str | None = None   # the handler holding the isolate past HOLD_SECONDS, if any
+    lowered: bool = False       # the isolate's thread runs at the lowest nice: its handler burns CPU
     cpu_started: float = 0.0    # the isolate thread's CPU seconds when the running handler was noticed
     cpu_ms: int = DEFAULT_CPU_MS   # the CPU one invocation may use (the request's cpuMs, read once)

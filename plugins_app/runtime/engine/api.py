@@ -35,6 +35,10 @@ class EngineSide(Protocol):
         """Load what the code cache holds into `iso`; the ids it does not hold are returned."""
         ...
 
+    def lower(self, iso: Isolate) -> None:
+        """A handler is burning CPU on `iso`'s thread: give that thread the lowest nice value."""
+        ...
+
     def held_long(self, iso: Isolate) -> None:
         """A handler has held `iso` past HOLD_SECONDS: demote its thread, send its account's calls back."""
         ...

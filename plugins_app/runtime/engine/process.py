@@ -291,6 +291,9 @@ class Engine:
         job.client.send(protocol.result(job.message.get("id"), busy=True, holder=self._holder_for(job),
                                         lane=running is not None and job.message.get("account") == running))
 
+    def lower(self, iso: Isolate) -> None:
+        self._set_priority(iso, DEMOTED_NICE, idle=False)
+
     def held_long(self, iso: Isolate) -> None:
         """A handler has held the isolate past HOLD_SECONDS: its thread gets the CPU only when
         nothing else wants it, and the calls of its account that wait here are sent back."""

@@ -22,6 +22,13 @@ GRACE_SECONDS = 0.05         # slack over a handler's budget before a silent iso
 SLICE_SECONDS = 0.05         # how often a running chain's progress is looked at
 SLOW_NOTICE_SECONDS = 0.5    # a handler keeping the isolate's thread this long is reported once
 HOLD_SECONDS = 1.0           # ...and this long: its thread yields the CPU, its account's other calls skip it
+# A handler still running after BURN_SECONDS that has computed for BURN_CPU_SECONDS of it gets the
+# lowest nice value at once (the scheduler still gives it its turn, so a legitimate computation
+# finishes, only later on a busy machine): a runaway's first second at full priority was what other
+# accounts' slowest calls waited for. CPU time, not its share of the wall clock: on a loaded machine
+# a spinning thread gets well under a full core. SCHED_IDLE, which can starve a thread, waits for HOLD_SECONDS.
+BURN_SECONDS = 0.1
+BURN_CPU_SECONDS = 0.05
 DEMOTED_NICE = 19
 # CPU a handler may use past its HUB_CPU_MS before an isolate that has not yet taken the expiry
 # (it never yields) is closed: enough for a yielding handler to see its expiry posted a slice ago.
@@ -199,7 +206,7 @@ async def _attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list[Handl
     finally:
         if engine.state is state:
             engine.state = None
-        if state.holder is not None and not lost and not engine.restore(iso):
+        if (state.holder is not None or state.lowered) and not lost and not engine.restore(iso):
             await engine.replace_isolate()   # its thread can't get its priority back: start afresh
 
 
@@ -256,6 +263,9 @@ async def _answer(engine: EngineSide, iso: Isolate, state: RunState, budget: flo
         if _cpu_used(iso, state) > state.cpu_ms / 1000 + CPU_GRACE_SECONDS:   # over its CPU and not yielding
             raise IsolateLost(CrashKind.WEDGED.value, cpu_ms=state.cpu_ms)
         held = time.time() - started / 1000
+        if not state.lowered and held > BURN_SECONDS and _cpu_used(iso, state) > BURN_CPU_SECONDS:
+            state.lowered = True
+            engine.lower(iso)
         if not state.slow_noticed and held > SLOW_NOTICE_SECONDS and not state.uncharged_inflight:
             state.slow_noticed = True
             if 0 <= index < len(state.handler_ids):

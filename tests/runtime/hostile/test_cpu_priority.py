@@ -1,0 +1,57 @@
+"""A handler that burns CPU gets its isolate thread the lowest nice value within a tenth of a
+second, and only while it runs; one that waits keeps its priority."""
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import run_chain
+
+from ..conftest import PROMPT_CONTEXT
+
+BURN = ("globalThis.middleware.systemPrompt = async (c) => {"
+        " const t = Date.now(); while (Date.now() - t < 700) {} return c.systemPrompt + ' burnt'; };")
+SLEEP = ("globalThis.middleware.systemPrompt = async (c) => {"
+         " await new Promise((r) => setTimeout(r, 700)); return c.systemPrompt + ' slept'; };")
+
+
+def _priorities(pid: int) -> set[tuple[int, int]]:
+    """Each thread's (nice, scheduling policy): fields 19 and 41 of its stat."""
+    seen = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()   # from field 3 on
+        seen.add((int(fields[16]), int(fields[38])))
+    return seen
+
+
+def _while_running(tier, handler, account):
+    """The engine's thread priorities sampled while `handler`'s chain runs, and after it ended."""
+    pid = tier.ping(tier.engines[0])["pid"]
+    results = []
+    call = threading.Thread(target=lambda: results.append(
+        run_chain(tier, account, HOOKS["systemPrompt"], [handler], PROMPT_CONTEXT)))
+    call.start()
+    time.sleep(0.4)   # past the first tenth of a second, well before the end
+    during = _priorities(pid)
+    call.join(10)
+    deadline = time.monotonic() + 10   # the engine gives the priority back right after answering
+    while (after := _priorities(pid)) != {(0, os.SCHED_OTHER)} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return results[0], during, after
+
+
+def test_a_computing_handler_is_lowered_while_it_runs_and_restored_after(one_engine, make_handler):
+    _, tier = one_engine
+    result, during, after = _while_running(tier, make_handler(BURN), "burner")
+    assert result.value == "base burnt" and result.trace[0].status == "ran"   # lowered, not stopped
+    assert (19, os.SCHED_OTHER) in during   # nice 19, still in the normal class: it gets its turn
+    assert after == {(0, os.SCHED_OTHER)}
+
+
+def test_a_waiting_handler_keeps_its_priority(one_engine, make_handler):
+    _, tier = one_engine
+    result, during, _ = _while_running(tier, make_handler(SLEEP), "sleeper")
+    assert result.value == "base slept"
+    assert during == {(0, os.SCHED_OTHER)}
