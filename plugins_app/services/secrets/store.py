@@ -78,14 +78,14 @@ def set_secret(account, name, *, value=None, allowed_hosts=None, description=Non
     hosts = None if allowed_hosts is None else check_hosts(allowed_hosts)
     description = None if description is None else check_description(description)
     with transaction.atomic():
-        secret = Secret.objects.select_for_update().filter(account=account, name=name).first()
-        created = secret is None
-        if created:
+        found = Secret.objects.select_for_update().filter(account=account, name=name).first()
+        created = found is None
+        if found is None:
             if value is None:
                 raise InvalidInput("value", "required for a new secret")
             if hosts is None:
                 raise InvalidInput("allowedHosts", "required for a new secret")
-            secret = Secret(account=account, name=name)
+        secret = found or Secret(account=account, name=name)
         before = None if created else _shown(secret)
         _apply(secret, value, hosts, description)
         secret.save()
