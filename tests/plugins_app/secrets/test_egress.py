@@ -9,7 +9,7 @@ import pytest
 from plugins_app.services.secrets import store
 
 from ..conftest import PROMPT
-from ..host.stubs import StubServer, execute, json_answer, reporter
+from ..host.stubs import StubServer, execute, reporter
 
 pytestmark = pytest.mark.django_db
 

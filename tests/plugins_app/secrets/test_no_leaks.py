@@ -3,7 +3,6 @@ export, captured log records, traces, warnings, cancel rows, plugin logs, the ch
 /metrics and OpenTelemetry spans; the test server echoes it back and the plugins log, return, throw
 and cancel with whatever they got."""
 
-import json
 import logging
 from dataclasses import replace
 
