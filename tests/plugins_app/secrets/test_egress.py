@@ -110,3 +110,14 @@ def test_other_accounts_secrets_are_not_found(api_client, other_account, install
     install(fetcher(f"{site.url}/x"), grant=GRANT)
     assert "no secret named TOKEN" in result(api_client)["error"]
     assert site.requests == []
+
+
+def test_after_a_key_rotation_the_secret_still_goes_out(api_client, account, install, site, settings):
+    settings.HUB_SECRETS = replace(settings.HUB_SECRETS, key="first-key-000000000")
+    store.set_secret(account, "TOKEN", value=VALUE, allowed_hosts=["127.0.0.1"])
+    settings.HUB_SECRETS = replace(settings.HUB_SECRETS, key="second-key-11111111", key_fallbacks=("first-key-000000000",))
+    assert store.rotate_all() == 1
+    settings.HUB_SECRETS = replace(settings.HUB_SECRETS, key_fallbacks=())   # the old key is gone
+    install(fetcher(f"{site.url}/x"), grant=GRANT)
+    assert result(api_client)["ok"]["seen"] == "Bearer [secret TOKEN]"
+    assert site.requests[-1].headers["Authorization"] == f"Bearer {VALUE}"
