@@ -125,3 +125,17 @@ def test_the_value_appears_in_no_output(api_client, operator_client, account, in
     assert "failed with you sent Bearer [secret TOKEN]" in HandlerWarning.objects.get().message
     assert any("[secret TOKEN]" in line.message for line in PluginLog.objects.all())
     assert any(s.name == "handler thrower" for s in collector.spans)
+
+
+def test_a_shadow_run_reports_no_value(api_client, account, install, eager):
+    # The platform sent the value; a shadowed veto granted the secret cancels with it: the shadow
+    # report (samples of would-cancel reasons) keeps the placeholder.
+    store.set_secret(account, "TOKEN", value=VALUE, allowed_hosts=["127.0.0.1"])
+    veto = install("// {{secret.TOKEN}}\nglobalThis.middleware.userMessageInbound = async (c, t) => "
+                   "t.cancel('saw ' + c.text);", name="guard", grant=["secret:TOKEN"])
+    assert api_client.patch(f"/api/v1/plugins/{veto.pk}", {"mode": "shadow"}, format="json").status_code == 200
+    answer = api_client.post("/api/v1/hooks/userMessageInbound/execute",
+                             {"context": dict(INBOUND, text=f"key {VALUE}")}, format="json")
+    assert answer.status_code == 200
+    report = api_client.get(f"/api/v1/plugins/{veto.pk}/shadow").content.decode()
+    assert "saw key [secret TOKEN]" in report and VALUE not in report
