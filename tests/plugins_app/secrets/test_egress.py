@@ -121,3 +121,14 @@ def test_after_a_key_rotation_the_secret_still_goes_out(api_client, account, ins
     install(fetcher(f"{site.url}/x"), grant=GRANT)
     assert result(api_client)["ok"]["seen"] == "Bearer [secret TOKEN]"
     assert site.requests[-1].headers["Authorization"] == f"Bearer {VALUE}"
+
+
+def test_the_same_plugin_sends_once_its_host_is_allowed_and_nothing_once_it_is_not(api_client, account, install,
+                                                                                     site):
+    store.set_secret(account, "TOKEN", value=VALUE, allowed_hosts=["127.0.0.1"])
+    install(fetcher(f"{site.url}/x"), grant=GRANT)
+    assert result(api_client)["ok"]["status"] == 200 and len(site.requests) == 1
+    assert api_client.put("/api/v1/secrets/TOKEN", {"allowedHosts": ["api.example.com"]},
+                          format="json").status_code == 200
+    assert "may only be sent to its allowedHosts (api.example.com)" in result(api_client)["error"]
+    assert len(site.requests) == 1   # the second call sent nothing
