@@ -1,8 +1,9 @@
 """The Secrets admin page: admins set values that are never rendered back; auditors see names only."""
 
 import pytest
+from django.urls import reverse
 
-from plugins_app.models import AccountChange, Secret
+from plugins_app.models import AccountChange, Installation, Secret
 from plugins_app.services.secrets import store
 
 pytestmark = pytest.mark.django_db
@@ -75,3 +76,18 @@ def test_deleting_on_the_page_goes_in_the_change_log(login, account):
     assert client.post(f"/admin/plugins_app/secret/{secret.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not Secret.objects.exists()
     assert AccountChange.objects.filter(action="secret_delete", actor_name="alice").exists()
+
+
+def test_the_install_page_offers_and_grants_a_secret_the_source_names(login, account):
+    add = reverse("admin:plugins_app_installation_add")
+    source = ("globalThis.middleware.systemPrompt = async (c) => { await host.fetch('https://api.example.com/', "
+              "{headers: {Authorization: 'Bearer {{secret.TOKEN}}'}}); return c.systemPrompt; };")
+    data = {"account": account.pk, "name": "Caller", "description": "", "language": "javascript", "source": source,
+            "reviewed": ""}
+    client = login(account.name, "alice", "admin")
+    checked = client.post(add, {**data, "_check": "1"})
+    assert 'name="grant" value="secret:TOKEN"' in checked.content.decode()
+    installed = client.post(add, {**data, "reviewed": checked.context["form"].data["reviewed"],
+                                  "grant": ["host:fetch", "secret:TOKEN"], "_install": "1"})
+    assert installed.status_code == 302, installed.content.decode()[:3000]
+    assert Installation.objects.get().granted_permissions == ["host:fetch", "secret:TOKEN"]
