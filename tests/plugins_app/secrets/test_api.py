@@ -71,3 +71,9 @@ def test_a_bad_change_to_an_existing_secret_keeps_it(api_client):
     secret = Secret.objects.get()
     assert bytes(secret.value_encrypted) == stored and secret.allowed_hosts == ["a.example.com"]
     assert AccountChange.objects.count() == 1
+
+
+def test_deleting_a_malformed_name_is_400_and_an_unknown_one_404(api_client):
+    bad = api_client.delete("/api/v1/secrets/lower")
+    assert bad.status_code == 400 and bad.json()["error"]["field"] == "name"
+    assert api_client.delete("/api/v1/secrets/NOPE").status_code == 404
