@@ -23,6 +23,7 @@ class SecretBox:
         self.account_id = account_id
         self.redactor = Redactor()
         self._loaded: dict[str, Secret | None] = {}
+        self._known: set[str] = set()   # granted names already given to the redactor
 
     def _load(self, names: Iterable[str]) -> None:
         wanted = sorted(set(names) - set(self._loaded))
@@ -60,16 +61,24 @@ class SecretBox:
                 raise HostError(f"{member}: {exc}") from None
         return values
 
+    def redactor_for(self, handlers: Iterable[Handler]) -> Redactor:
+        """The run's redactor, knowing every secret granted to one of `handlers` (loaded once per run):
+        an answer to a handler granted a secret never carries its value, whether or not that call sent it."""
+        names = {m.group(1) for h in handlers for p in h.granted if (m := SECRET_PERMISSION.fullmatch(p))}
+        names -= self._known
+        if names:
+            self._load(names)
+            for name in sorted(names):
+                self._known.add(name)
+                secret = self._loaded.get(name)
+                if secret is not None:
+                    try:
+                        self._value(secret)
+                    except ValueError:
+                        continue   # a value no key decrypts could not have been sent either
+        return self.redactor
+
     def scrub(self, result, handlers: Iterable[Handler]) -> None:
         """The defensive pass over a finished run: every secret granted to one of its handlers is
         replaced in the result (a value could only get there by a route nobody foresaw)."""
-        names = {m.group(1) for h in handlers for p in h.granted if (m := SECRET_PERMISSION.fullmatch(p))}
-        self._load(names)
-        for name in sorted(names):
-            secret = self._loaded.get(name)
-            if secret is not None:
-                try:
-                    self._value(secret)
-                except ValueError:
-                    continue   # a value no key decrypts could not have been sent either
-        self.redactor.chain_result(result)
+        self.redactor_for(handlers).chain_result(result)

@@ -132,3 +132,19 @@ def test_the_same_plugin_sends_once_its_host_is_allowed_and_nothing_once_it_is_n
                           format="json").status_code == 200
     assert "may only be sent to its allowedHosts (api.example.com)" in result(api_client)["error"]
     assert len(site.requests) == 1   # the second call sent nothing
+
+
+def test_an_answer_to_a_granted_handler_is_redacted_even_when_that_call_sent_no_secret(api_client, account,
+                                                                                         install, settings):
+    settings.HUB_HOST = replace(settings.HUB_HOST, fetch_allow_private=True)
+    leaky = StubServer(lambda req: (200, {"Content-Type": "text/plain"}, f"the token is {VALUE}".encode()))
+    try:
+        store.set_secret(account, "TOKEN", value=VALUE, allowed_hosts=["api.example.com"])
+        # Reversed, the text would slip past the after-run pass: only redaction at entry keeps it out.
+        source = reporter("systemPrompt", f"host.fetch({leaky.url!r}).then(async (r) => "
+                                          "(await r.text()).split('').reverse().join(''))") + \
+            "\n// declares {{secret.TOKEN}}"
+        install(source, grant=GRANT)
+        assert result(api_client) == {"ok": "the token is [secret TOKEN]"[::-1]}
+    finally:
+        leaky.close()
