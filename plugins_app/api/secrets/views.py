@@ -1,6 +1,6 @@
 """GET /secrets, PUT and DELETE /secrets/{name}: the value goes in, and never comes out."""
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
@@ -8,6 +8,7 @@ from plugins_app.api.edge import body
 from plugins_app.api.plugins.views import AccountView, _AuditListView
 from plugins_app.api.secrets import serializers as ss
 from plugins_app.errors import InvalidInput
+from plugins_app.runtime.tables.permissions import SECRET_NAME
 from plugins_app.services.secrets import store
 
 
@@ -20,6 +21,8 @@ class SecretListView(_AuditListView):
         return store.list_secrets(self.account)
 
 
+@extend_schema(parameters=[OpenApiParameter("name", str, OpenApiParameter.PATH, pattern=f"^{SECRET_NAME}$",
+                                            description="Plugins write {{secret.NAME}}; e.g. SLACK_TOKEN")])
 class SecretDetailView(AccountView):
     @body(ss.SecretWriteSerializer, responses={200: ss.SecretSerializer, 201: ss.SecretSerializer},
           summary="Create a secret or change it (an omitted value or allowedHosts keeps the stored one)")
