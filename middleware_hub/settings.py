@@ -11,6 +11,7 @@ from plugins_app.services.execution.config import QuarantineConfig
 from plugins_app.services.host.config import HostConfig
 from plugins_app.services.observability.config import MetricsConfig
 from plugins_app.services.scheduling.config import SchedulingConfig
+from plugins_app.services.secrets.config import SecretsConfig
 from plugins_app.services.ssh.config import SshConfig
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -211,6 +212,7 @@ CELERY_TIMEZONE = TIME_ZONE
 HUB_SCHEDULING = SchedulingConfig.from_env(os.environ)   # missions, timers, platform deliveries
 HUB_HOST = HostConfig.from_env(os.environ, debug=DEBUG)    # host.fetch, the platform bridge, host.llm, logs
 HUB_SSH = SshConfig.from_env(os.environ)
+HUB_SECRETS = SecretsConfig.from_env(os.environ)   # account secrets' encryption keys
 HUB_QUARANTINE = QuarantineConfig.from_env(os.environ)
 HUB_ADMISSION = AdmissionConfig.from_env(os.environ)      # fair admission of execute calls
 HUB_METRICS = MetricsConfig.from_env(os.environ)          # GET /metrics

@@ -6,6 +6,7 @@ from django.contrib import admin
 from plugins_app.admin import accounts, home, host, scheduling  # noqa: F401
 from plugins_app.admin.audit import changes, latency, logs  # noqa: F401
 from plugins_app.admin.plugins import chains, installations  # noqa: F401
+from plugins_app.admin.secrets import pages as secret_pages  # noqa: F401
 from plugins_app.admin.ssh import hosts, turns  # noqa: F401
 from plugins_app.admin.versions import pages  # noqa: F401
 

@@ -82,7 +82,7 @@ TAGS = {
     "cancellations": "audit", "warnings": "audit", "usage": "audit", "logs": "audit", "changes": "audit",
     "platform": "platform", "agents": "platform",
     "cron-jobs": "scheduling", "cron-runs": "scheduling", "notifications": "scheduling",
-    "ssh-hosts": "ssh", "ssh": "ssh", "sdk": "plugins",
+    "ssh-hosts": "ssh", "ssh": "ssh", "sdk": "plugins", "secrets": "secrets",
 }
 TAG_DESCRIPTIONS = {
     "keys": "Checking an account key.",
@@ -93,6 +93,7 @@ TAG_DESCRIPTIONS = {
     "platform": "The platform bridge and the agents the platform registers.",
     "scheduling": "Cron jobs, their runs, and agents' timers.",
     "ssh": "SSH hosts and the gateway that runs agents' SSH operations.",
+    "secrets": "Account secrets: write-only values host.fetch puts in requests to their allowed hosts.",
 }
 
 # Operations whose view gives no summary of its own.
@@ -128,6 +129,8 @@ SUMMARIES = {
     "v1_ssh_hosts_partial_update": "Change an SSH host",
     "v1_ssh_hosts_destroy": "Delete an SSH host",
     "v1_ssh_execute_create": "Run an agent's SSH operation through its hooks",
+    "v1_secrets_list": "The account's secrets: names, hosts, who set them and when (never a value)",
+    "v1_secrets_destroy": "Delete a secret",
     "v1_usage_list": "Handler runs and time per plugin, hook and day",
     "v1_warnings_list": "Handler warnings, filtered, newest first",
 }
@@ -147,7 +150,7 @@ _ERRORS = {
     401: "No key, or not an active account key.",
     404: "No such object in this account (or a path id that names none, or an unknown hook).",
     409: "Conflicts with the account's current state.",
-    413: "The body is over its limit: 1 MiB (6 MiB for installing a plugin).",
+    413: "The body is over its limit: 1 MiB (6 MiB for installing a plugin; a secret's value: 8 KiB).",
     415: "The body is not JSON.",
     502: "The server the operation needs could not be reached.",
 }

@@ -5,6 +5,7 @@ from django.urls import path
 from plugins_app.api.host import views as host_views
 from plugins_app.api.plugins import catalog_views, sdk_views, views
 from plugins_app.api.scheduling import views as scheduling_views
+from plugins_app.api.secrets import views as secret_views
 from plugins_app.api.ssh import views as ssh_views
 from plugins_app.api.versions import views as version_views
 
@@ -47,5 +48,7 @@ urlpatterns = [
     path("ssh-hosts", ssh_views.SshHostListView.as_view(), name="ssh-host-list"),
     path("ssh-hosts/<str:host_id>", ssh_views.SshHostDetailView.as_view(), name="ssh-host-detail"),
     path("ssh/execute", ssh_views.SshExecuteView.as_view(), name="ssh-execute"),
+    path("secrets", secret_views.SecretListView.as_view(), name="secret-list"),
+    path("secrets/<str:name>", secret_views.SecretDetailView.as_view(), name="secret-detail"),
     path("sdk/middleware.d.ts", sdk_views.SdkTypesView.as_view(), name="sdk-types"),
 ]

@@ -5,11 +5,12 @@ from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
 from .latency import LatencyHistogram
 from .plugins import ChainEntry, Installation, Plugin
 from .scheduling import CronJob, CronRun, Notification
+from .secrets import Secret
 from .shadow import ShadowSample, ShadowStat
 from .ssh import SshHost, SshTurn
 from .versions import AccountChange, PluginVersion
 
 __all__ = ["AccountChange", "Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning",
            "ImmutableRecordError", "Installation", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin",
-           "PluginLog", "PluginVersion", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "UsageDaily",
+           "PluginLog", "PluginVersion", "Secret", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "UsageDaily",
            "WorkspaceFile"]

@@ -1,26 +1,20 @@
 """An account's SSH servers (private keys encrypted at rest) and the turns that opened them."""
 
-import base64
-import hashlib
-
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.fernet import InvalidToken, MultiFernet
 from django.conf import settings
 from django.db import models
 
 from accounts.models import Account
 
-
-def _fernet(secret: str) -> Fernet:
-    digest = hashlib.sha256(b"middleware-hub ssh private keys\0" + secret.encode()).digest()
-    return Fernet(base64.urlsafe_b64encode(digest))
+from .ciphers import derived_cipher
 
 
 def key_cipher() -> MultiFernet:
     """Encrypts with HUB_SSH_KEY_SECRET (or SECRET_KEY); decrypts with that, SECRET_KEY and
     SECRET_KEY_FALLBACKS, so setting or rotating a secret does not strand stored keys."""
     primary = settings.HUB_SSH.key_secret or settings.SECRET_KEY
-    secrets = [primary, settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
-    return MultiFernet([_fernet(s) for s in dict.fromkeys(secrets)])
+    return derived_cipher(b"middleware-hub ssh private keys", primary,
+                          [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])])
 
 
 class SshHost(models.Model):

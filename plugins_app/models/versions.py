@@ -53,6 +53,10 @@ class AccountChange(ImmutableModel):
         RELEASE = "release", "Released from quarantine"
         SHADOW = "shadow", "Changed shadow mode"
         PROMOTE = "promote", "Promoted from shadow to live"
+        SECRET_SET = "secret_set", "Set a secret"
+        SECRET_ROTATE = "secret_rotate", "Replaced a secret's value"
+        SECRET_UPDATE = "secret_update", "Changed a secret's hosts or description"
+        SECRET_DELETE = "secret_delete", "Deleted a secret"
 
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="changes")
     action = models.CharField(max_length=20, choices=Action.choices, db_index=True)

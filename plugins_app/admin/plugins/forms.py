@@ -24,7 +24,7 @@ from plugins_app.runtime.tables.hooks import (
     STRING,
     STRING_LIST,
 )
-from plugins_app.runtime.tables.permissions import ALL_PERMISSIONS
+from plugins_app.runtime.tables.permissions import ALL_PERMISSIONS, is_secret_permission
 from plugins_app.services.execution.hook_samples import example_context
 from plugins_app.services.plugins import admin_ops
 from plugins_app.services.plugins.installations import MAX_SOURCE_CHARS
@@ -32,6 +32,14 @@ from plugins_app.services.plugins.installations import MAX_SOURCE_CHARS
 EXTENSIONS = {".ts": "typescript", ".mts": "typescript", ".js": "javascript", ".mjs": "javascript"}
 PERMISSION_CHOICES = [(p, p) for p in ALL_PERMISSIONS]
 MAX_UPLOAD_BYTES = MAX_SOURCE_CHARS * 4   # UTF-8; the character limit is checked when compiling
+
+
+class GrantField(forms.MultipleChoiceField):
+    """The install page's grants: the host permissions, and the secret:NAME ones the reviewed source
+    asks for (the service checks each against what the code asks)."""
+
+    def valid_value(self, value):
+        return super().valid_value(value) or is_secret_permission(str(value))
 
 
 def take_upload(form: forms.Form, data: dict) -> bool:
@@ -78,7 +86,7 @@ class InstallForm(AccountChoiceMixin, forms.Form):
                                      "data-hub-editor": "source"}))
     upload = forms.FileField(required=False, label="…or upload a file",
                              help_text="A .ts or .js file; it replaces the pasted source and sets the language.")
-    grant = forms.MultipleChoiceField(choices=PERMISSION_CHOICES, required=False,
+    grant = GrantField(choices=PERMISSION_CHOICES, required=False,
                                       widget=forms.CheckboxSelectMultiple, label="Grant permissions")
     reviewed = forms.CharField(required=False, widget=forms.HiddenInput)
 

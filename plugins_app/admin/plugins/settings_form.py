@@ -57,6 +57,10 @@ def field_for(key: str, spec: dict) -> forms.Field:
         return forms.CharField(widget=TimeInput(attrs={"placeholder": EXAMPLES["time"]}), **common)
     if kind == "string" and fmt == "timeZone":
         return forms.ChoiceField(choices=_zone_choices(), **common)
+    if kind == "string" and fmt == "secretName":
+        common["help_text"] = (f"{common['help_text']} The name of one of the account's secrets (Secrets page), "
+                               "never the value itself.").strip()
+        return forms.CharField(max_length=64, widget=forms.TextInput(attrs={"placeholder": "SLACK_TOKEN"}), **common)
     if kind == "string":
         return forms.CharField(max_length=spec.get("maxLength", plugin_settings.MAX_STRING), strip=False, **common)
     if spec.get("choices"):

@@ -29,7 +29,9 @@ HOST_MEMBERS: tuple[HostMember, ...] = (
                "cast it to your settings' type."),
     HostMember("fetch", "fetch(url: string, init?: FetchInit): Promise<FetchResponse>",
                "HTTP(S) request (permission host:fetch). Request body up to 1 MiB, answer up to 1 MiB "
-               "(HUB_FETCH_MAX_BYTES); private and loopback addresses are refused."),
+               "(HUB_FETCH_MAX_BYTES); private and loopback addresses are refused. {{secret.NAME}} in the "
+               "URL's path or query, a header or the body becomes the account's secret NAME as the request "
+               "leaves (permission secret:NAME, and only for the secret's allowedHosts)."),
     HostMember("llm", "llm(prompt: string | LlmRequest, options?: LlmOptions): Promise<string>",
                "The platform's model (permission host:llm). Prompt up to 200,000 characters."),
     HostMember("decide", "decide<T extends string>(question: string, options: readonly T[]): Promise<T>",

@@ -13,6 +13,7 @@ from django.db import models
 
 from plugins_app.models import ChainEntry, PluginVersion
 from plugins_app.runtime.web.chain import Handler
+from plugins_app.services.plugins.settings import secret_references
 
 MAX_ACCOUNTS = 4096   # a thousand busy accounts must not evict each other
 SHADOW = "shadow:"    # chains[SHADOW + hook]: the handlers that run in shadow after the live chain
@@ -66,8 +67,11 @@ def make_handler(installation) -> Handler:
     settings_json = json.dumps(installation.settings or {}, sort_keys=True)
     # The engine keeps a compartment per (installation, hash): new settings need a new one.
     digest = hashlib.sha256(f"{plugin.code_hash}:{settings_json}".encode()).hexdigest()[:24]
+    # A setting that names a secret (format secretName) was chosen by an account admin: it grants that secret.
+    named = secret_references(plugin.settings_schema or {}, installation.settings or {})
+    granted = frozenset([*(installation.granted_permissions or ()), *(f"secret:{name}" for name in named)])
     return Handler(str(installation.pk), plugin.slug, digest, plugin.compiled_js,
-                   installation.settings or {}, frozenset(installation.granted_permissions or ()),
+                   installation.settings or {}, granted,
                    quarantined_until=_epoch(installation.quarantined_until),
                    slow_lane_until=_epoch(installation.slow_lane_until), version=installation.live_version)
 
@@ -93,7 +97,7 @@ def load_chains(account_id: int) -> dict[str, list[Handler]]:
                          "installation__quarantined_until", "installation__slow_lane_until",
                          "installation__live_version", "installation__mode", "installation__shadow_version",
                          "installation__plugin__slug", "installation__plugin__code_hash",
-                         "installation__plugin__compiled_js"))
+                         "installation__plugin__compiled_js", "installation__plugin__settings_schema"))
     chains: dict[str, list[Handler]] = {}
     handlers: dict[int, Handler] = {}
     drafts = _shadowed_drafts({e.installation_id for e in entries if e.installation.shadow_version is not None})

@@ -52,6 +52,7 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
     result = run_chain(get_tier(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop,
                        trace_values=trace_values, budget_ms=settings.HUB_ENGINE.budget_ms, cpu_ms=settings.HUB_ENGINE.cpu_ms,
                        on_slow=lambda h: _held_the_isolate(account, h))
+    bridge.secrets.scrub(result, handlers)   # before anything is recorded or answered
     if record:
         record_result(account, spec, clean, result, hop=hop, turn_id=turn_id,
                       versions={h.installation_id: h.version for h in handlers})

@@ -11,6 +11,7 @@ from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.tables.members import BRIDGED_MEMBERS
 from plugins_app.runtime.tables.permissions import permission_for
 from plugins_app.runtime.web.chain import Handler, HostError
+from plugins_app.services.secrets.egress import SecretBox
 
 
 @dataclass
@@ -29,6 +30,8 @@ class HostCall:
     call_number: int = 1
     # False in a try-run: members must not leave audit rows, logs or metering behind.
     record: bool = True
+    # The run's secrets: host.fetch injects them, and what they reach is redacted.
+    secrets: SecretBox = field(default_factory=lambda: SecretBox(None))
 
 
 Member = Callable[[HostCall, list], Any]
@@ -95,6 +98,7 @@ class HostBridge:
         self.hop, self.turn_id, self.extras = hop, turn_id, extras or {}
         self.effects: list = []
         self.calls: Counter = Counter()
+        self.secrets = SecretBox(getattr(account, "pk", None))
 
     def __call__(self, handler: Handler, name: str, args: list):
         fn = MEMBERS.get(name)
@@ -110,5 +114,6 @@ class HostBridge:
                                     "member": f"host.{name}", "args": args})
             return dict(DRY_RUN_ANSWER)
         call = HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id,
-                        self.extras, self.effects, self.calls[handler.installation_id, name], self.record)
+                        self.extras, self.effects, self.calls[handler.installation_id, name], self.record,
+                        self.secrets)
         return fn(call, args)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import http.client
 import ssl
 import time
-from urllib.parse import urlsplit
+from collections.abc import Callable
+from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 
+from plugins_app.runtime.tables.permissions import secret_names
 from plugins_app.runtime.web.chain import HostError
 from plugins_app.services.execution.host_bridge import HostCall, member
 from plugins_app.services.host import ssrf
+from plugins_app.services.secrets.egress import substitute
 
 METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 MAX_REQUEST_BODY = 1024 * 1024
@@ -21,7 +24,7 @@ CHUNK = 64 * 1024
 RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
 
 
-def _request_parts(args: list) -> tuple[str, str, dict, bytes | None]:
+def _request_parts(args: list) -> tuple[str, str, dict, str | None]:
     url = args[0] if args else None
     init = args[1] if len(args) > 1 and args[1] is not None else {}
     if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
@@ -49,10 +52,19 @@ def _request_parts(args: list) -> tuple[str, str, dict, bytes | None]:
     if body is not None:
         if not isinstance(body, str):
             raise HostError("host.fetch: body must be a string (JSON.stringify objects first)")
-        body = body.encode()
-        if len(body) > MAX_REQUEST_BODY:
-            raise HostError("host.fetch: the request body is over 1 MiB")
+        _check_body_size(body.encode())
     return url, method.upper(), clean, body
+
+
+def _check_body_size(body: bytes) -> bytes:
+    if len(body) > MAX_REQUEST_BODY:
+        raise HostError("host.fetch: the request body is over 1 MiB")
+    return body
+
+
+# Called with the URL's host once the SSRF guard has resolved and checked it, and with the request's
+# path and query, headers and body: answers them as they are to be sent (the secrets put in).
+Injector = Callable[[str, str, dict, str | None], tuple[str, dict, str | None]]
 
 
 def _read_body(response, deadline: float, limit: int, sock) -> bytes:
@@ -84,7 +96,8 @@ def _decode(raw: bytes, content_type: str) -> str:
         return raw.decode("utf-8", errors="replace")
 
 
-def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: bytes | None = None) -> dict:
+def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: str | bytes | None = None,
+              inject: Injector | None = None) -> dict:
     """Perform one request under the SSRF guard; returns {status, headers, body}."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
@@ -101,16 +114,21 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
         addresses = ssrf.checked_addresses(parts.hostname, port, allow_private=settings.HUB_HOST.fetch_allow_private)
     except ssrf.Refused as exc:
         raise HostError(f"host.fetch refused: {exc}") from None
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    headers = headers or {}
+    if inject is not None:   # after the guard, for the very host name it resolved and we connect to
+        target, headers, body = inject(parts.hostname, target, headers,
+                                       body.decode() if isinstance(body, bytes) else body)
+    payload = _check_body_size(body.encode() if isinstance(body, str) else body) if body is not None else None
     deadline = time.monotonic() + min(settings.HUB_HOST.fetch_timeout_seconds, 5.0)
     context = ssl.create_default_context() if parts.scheme == "https" else None
     try:
         conn = ssrf.connect_pinned(parts.scheme, parts.hostname, port, addresses, deadline, context)
     except OSError as exc:
         raise HostError(f"host.fetch: could not connect to {parts.hostname}:{port}: {exc}") from None
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     sock = conn.sock   # kept: http.client drops conn.sock when the server closes after the response
     try:
-        conn.request(method, target, body=body, headers=headers or {})
+        conn.request(method, target, body=payload, headers=headers)
         response = conn.getresponse()
         raw = b"" if method == "HEAD" else _read_body(response, deadline, settings.HUB_HOST.fetch_max_bytes, sock)
     except (OSError, http.client.HTTPException) as exc:
@@ -126,7 +144,33 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
             "body": _decode(raw, response.getheader("Content-Type") or "")}
 
 
+def _secret_injector(call: HostCall, names: list[str]) -> Injector:
+    def inject(host: str, target: str, headers: dict, body: str | None):
+        values = call.secrets.for_request("host.fetch", call.handler, names, host)
+        headers = {name: substitute(value, values) for name, value in headers.items()}
+        for name, value in headers.items():
+            if any(c in value for c in "\r\n\0"):
+                raise HostError(f"host.fetch: header {name!r} would hold a line break or NUL from a secret; "
+                                "nothing was sent")
+        # In the URL a value is percent-encoded, so it can't end the path or add a query parameter.
+        return (substitute(target, values, lambda v: quote(v, safe="")), headers,
+                None if body is None else substitute(body, values))
+    return inject
+
+
 @member("fetch", writes=lambda args: _request_parts(args)[1].upper() not in ("GET", "HEAD"))
 def fetch(call: HostCall, args: list) -> dict:
     url, method, headers, body = _request_parts(args)
-    return fetch_url(url, method, headers, body)
+    names = secret_names("\n".join([url, *headers.values(), body or ""]))
+    if names and secret_names(urlsplit(url).netloc):
+        raise HostError("host.fetch: a secret can't go in the URL's host; put it in the path, the query, "
+                        "a header or the body")
+    # Knows every secret granted to this handler (none: it changes nothing, at no cost).
+    redactor = call.secrets.redactor_for([call.handler])
+    try:
+        answer = fetch_url(url, method, headers, body, inject=_secret_injector(call, names) if names else None)
+    except HostError as exc:   # an error message may quote what was sent
+        raise HostError(redactor.text(str(exc))) from None
+    # The one redaction step where the answer enters the plugin: a server echoing the token back
+    # hands the plugin `[secret NAME]`, so the value never reaches the isolate.
+    return redactor.data(answer)

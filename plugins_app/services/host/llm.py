@@ -11,6 +11,7 @@ from django.conf import settings
 
 from plugins_app.runtime.web.chain import HostError
 from plugins_app.services.execution.host_bridge import HostCall, member
+from plugins_app.services.secrets.redaction import Redactor
 
 ROLES = {"system", "user", "assistant"}
 # Request fields a plugin may set beside the messages; the operator picks the model.
@@ -25,7 +26,18 @@ DECIDE_SYSTEM = ("You choose exactly one option. Reply with that option's text, 
 
 
 def complete(messages: list[dict], options: dict | None = None, *, member_name: str = "llm") -> str:
-    """POST {LLM_BASE_URL}/chat/completions; return the assistant's text."""
+    """POST {LLM_BASE_URL}/chat/completions; return the assistant's text, with the provider's key
+    redacted (as host.fetch redacts a secret): an endpoint echoing it never hands it to a plugin."""
+    redactor = Redactor()
+    if settings.HUB_HOST.llm_api_key:
+        redactor.add("LLM_API_KEY", settings.HUB_HOST.llm_api_key)
+    try:
+        return redactor.text(_complete(messages, options, member_name))
+    except HostError as exc:
+        raise HostError(redactor.text(str(exc))) from None
+
+
+def _complete(messages: list[dict], options: dict | None, member_name: str) -> str:
     if not settings.HUB_HOST.llm_base_url or not settings.HUB_HOST.llm_model:
         raise HostError(f"host.{member_name} is not available: no LLM endpoint is configured on this hub "
                         "(LLM_BASE_URL and LLM_MODEL)")

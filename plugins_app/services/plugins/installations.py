@@ -10,7 +10,7 @@ from django.utils.text import slugify
 from plugins_app.errors import CompileFailed, Conflict, InvalidInput
 from plugins_app.models import AccountChange, Installation, Plugin, PluginVersion
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
-from plugins_app.runtime.tables.permissions import derive_permissions
+from plugins_app.runtime.tables.permissions import derive_permissions, secret_permissions
 from plugins_app.services.audit import changes
 from plugins_app.services.engine.tier import drop_compartments, get_tier
 from plugins_app.services.ids import get_in_account
@@ -47,7 +47,8 @@ def compile_source(source: str, language: str) -> dict:
         "code_hash": hashlib.sha256(result["code"].encode()).hexdigest(),
         "hooks": [h for h in HOOK_NAMES if h in result["hooks"]],
         "host_members": result["hostMembers"],
-        "permissions": derive_permissions(result["hostMembers"]),
+        # A secret placeholder asks for its own grant (secret:NAME) beside host:fetch's.
+        "permissions": derive_permissions(result["hostMembers"]) + secret_permissions(source),
     }
 
 

@@ -10,10 +10,13 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 from plugins_app.errors import InvalidInput
+from plugins_app.runtime.tables.permissions import SECRET_NAME as _SECRET_NAME
 from plugins_app.services.engine.tier import get_tier
 
 TYPES = ("string", "integer", "number", "boolean", "string[]", "enum")
-FORMATS = {"string": ("time", "timeZone"), "string[]": ("regex",)}
+# secretName: the value names one of the account's secrets (the plugin writes {{secret.<value>}}, and
+# setting it grants that secret to the installation), so a token never sits in plain settings.
+FORMATS = {"string": ("time", "timeZone", "secretName"), "string[]": ("regex",)}
 SPEC_KEYS = {"type", "default", "description", "choices", "required", "format", "offsets",
              "minimum", "maximum", "maxLength", "maxItems"}
 MAX_STRING = 1000
@@ -22,6 +25,7 @@ MAX_REGEX = 500
 OFFSET_YEARS = 11          # this year and the next ten; sync_catalog refreshes the table
 TIME = re.compile(r"(?:[01]\d|2[0-3]):[0-5]\d")
 NOT_ZONES = {"localtime", "posixrules", "Factory"}
+SECRET_NAME = re.compile(_SECRET_NAME)
 
 
 class ManifestError(ValueError):
@@ -163,6 +167,15 @@ def _check_string(field: str, spec: dict, value: str, limit: int, index: int | N
         raise InvalidInput(field, f"{where}{value!r} is not an IANA time zone (e.g. Europe/Berlin, UTC)")
     if fmt == "regex" and not value:
         raise InvalidInput(field, f"{where}an empty pattern would match everywhere")
+    if fmt == "secretName" and value and not SECRET_NAME.fullmatch(value):
+        raise InvalidInput(field, f"{where}expected the name of one of the account's secrets (e.g. SLACK_TOKEN), "
+                                  "not its value")
+
+
+def secret_references(schema: dict, values: dict) -> list[str]:
+    """The secrets an installation's settings name (settings of format secretName that are set)."""
+    return sorted({values[key] for key, spec in schema.items()
+                   if spec.get("format") == "secretName" and isinstance(values.get(key), str) and values[key]})
 
 
 @lru_cache(maxsize=1)

@@ -54,7 +54,8 @@ def replay_cancellation(account, entry_id, *, installation_id=None, version=None
     bridge = HostBridge(account, spec, context, hop=entry.hop, turn_id=entry.turn_id, record=False, dry_run=True)
     result = run_chain(get_tier(), engine_key(account), spec, handlers, context, host=bridge, hop=entry.hop,
                        trace_values=True, budget_ms=settings.HUB_ENGINE.budget_ms, cpu_ms=settings.HUB_ENGINE.cpu_ms)
-    would_call = bridge.would_call + [{"effect": effect} for effect in bridge.effects]
+    bridge.secrets.scrub(result, handlers)
+    would_call = bridge.secrets.redactor.data(bridge.would_call) + [{"effect": effect} for effect in bridge.effects]
     return Replay(entry, result, would_call, draft)
 
 

@@ -70,6 +70,7 @@ def _run_one(account, spec: HookSpec, handler: Handler, context: dict, hop: int,
     bridge = HostBridge(account, spec, copy, hop=hop, turn_id=turn_id, record=False, dry_run=True)
     result = run_chain(get_tier(), engine_key(account), spec, [handler], copy, host=bridge, hop=hop,
                        budget_ms=settings.HUB_ENGINE.budget_ms, cpu_ms=settings.HUB_ENGINE.cpu_ms)
+    bridge.secrets.scrub(result, [handler])
     trace = result.trace[0] if result.trace else None
     if trace is None or trace.status == "quarantined":
         return False

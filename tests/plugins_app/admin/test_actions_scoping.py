@@ -16,8 +16,9 @@ from django_celery_beat.models import ClockedSchedule, CrontabSchedule, Interval
 
 from accounts import services
 from accounts.models import Account, ApiKey, Membership
-from plugins_app.models import Agent, CronJob, Installation, PlatformConfig, SshHost, WorkspaceFile
+from plugins_app.models import Agent, CronJob, Installation, PlatformConfig, Secret, SshHost, WorkspaceFile
 from plugins_app.services.scheduling import cron
+from plugins_app.services.secrets import store as secret_store
 
 from ..execution.test_quarantine import make_installation, strike
 
@@ -51,6 +52,8 @@ BUILDERS = {
     Installation: lambda account: make_installation(account, _name("Plugin")),
     CronJob: lambda account: cron.create_job(account, agent_id="7", name=_name("Job"), prompt="Report.",
                                              cron_expression="0 2 * * *"),
+    Secret: lambda account: secret_store.set_secret(account, _name("TOKEN").replace("-", "_"),
+                                                    value="value-0123456789", allowed_hosts=["a.example.com"])[0],
     SshHost: lambda account: SshHost.objects.create(
         account=account, display_name="box", hostname="127.0.0.1", port=22, username="hub",
         private_key_encrypted=b"x", public_key="ssh-ed25519 AAAA", host_key="ssh-ed25519 AAAA",

@@ -170,7 +170,7 @@ def test_usage_page_lists_runs_and_time_and_draws_the_last_30_days(login, accoun
     usage(account, "caveman", "systemPrompt", today, 40, 120.0)
     usage(account, "card-mask", "userMessageInbound", today - timedelta(days=3), 10, 5.0)
     usage(account, "caveman", "systemPrompt", today - timedelta(days=45), 999, 1.0)   # outside the chart
-    usage(other_account, "secret", "systemPrompt", today, 7, 1.0)
+    usage(other_account, "globex-only", "systemPrompt", today, 7, 1.0)
     client = login(account.name, "audrey", "auditor")
     response = client.get(reverse("admin:plugins_app_usagedaily_changelist"))
     assert response.status_code == 200
@@ -182,7 +182,7 @@ def test_usage_page_lists_runs_and_time_and_draws_the_last_30_days(login, accoun
     tallest = max(runs_panel["rects"], key=lambda r: r["h"])
     assert tallest["title"] == f"{today.isoformat()} caveman: 40" and tallest["h"] == 110
     page = response.content.decode()
-    assert "<svg" in page and "secret" not in page and "999" not in page.split("<svg")[1].split("</svg>")[0]
+    assert "<svg" in page and "globex-only" not in page and "999" not in page.split("<svg")[1].split("</svg>")[0]
 
 
 def test_usage_chart_follows_the_filters_and_stacks_plugins(account):

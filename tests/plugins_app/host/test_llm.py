@@ -114,3 +114,9 @@ def test_decide_validates_its_options(api_client, install, llm_server):
 ])
 def test_match_option(answer, expected):
     assert match_option(answer, ["yes", "no", "not sure"]) == expected
+
+
+def test_an_endpoint_echoing_the_provider_key_never_hands_it_to_the_plugin(api_client, install, llm_server):
+    llm_server.answers["text"] = "your key is sk-test, thanks"
+    assert run(api_client, install, "host.llm('hi')", LLM) == {"ok": "your key is [secret LLM_API_KEY], thanks"}
+    assert llm_server.requests[0].headers["Authorization"] == "Bearer sk-test"   # it was sent

@@ -1,0 +1,1 @@
+"""The secrets API: write-only values, listed by name."""
