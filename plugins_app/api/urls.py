@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from plugins_app.api.account import views as account_views
 from plugins_app.api.host import views as host_views
 from plugins_app.api.plugins import catalog_views, sdk_views, views
 from plugins_app.api.scheduling import views as scheduling_views
@@ -47,5 +48,6 @@ urlpatterns = [
     path("ssh-hosts", ssh_views.SshHostListView.as_view(), name="ssh-host-list"),
     path("ssh-hosts/<str:host_id>", ssh_views.SshHostDetailView.as_view(), name="ssh-host-detail"),
     path("ssh/execute", ssh_views.SshExecuteView.as_view(), name="ssh-execute"),
+    path("account/export", account_views.AccountExportView.as_view(), name="account-export"),
     path("sdk/middleware.d.ts", sdk_views.SdkTypesView.as_view(), name="sdk-types"),
 ]
