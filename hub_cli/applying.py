@@ -4,6 +4,7 @@ then grants, settings, switches and chain orders read back fresh), changing only
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from hub_cli import planning
 from hub_cli.client import ApiError, Client
@@ -27,7 +28,7 @@ def apply(client: Client, desired: Desired, prune: bool = False, report: Report 
     ids = {item["plugin"]: item["installationId"] for item in state["plugins"]}
     for change in first.changes:
         if change.kind in ("install", "code", "uninstall"):
-            _guarded(desired, change, lambda c=change: _first_round(client, desired, c, ids))
+            _guarded(desired, change, partial(_first_round, client, desired, change, ids))
             done.append(change.as_dict())
             report(change.summary)
     state = export(client) if done else state
@@ -38,7 +39,7 @@ def apply(client: Client, desired: Desired, prune: bool = False, report: Report 
         if slug in current and bool(wanted.catalog) == current[slug]["official"]:
             second += planning.settings_changes(wanted, current[slug]) + planning.switch_changes(wanted, current[slug])
     for change in second:
-        _guarded(desired, change, lambda c=change: _second_round(client, desired.plugins[c.target], c, ids))
+        _guarded(desired, change, partial(_second_round, client, desired.plugins[change.target], change, ids))
         done.append(change.as_dict())
         report(change.summary)
     _reorder(client, desired, state, ids, done, report)
@@ -92,7 +93,7 @@ def _reorder(client: Client, desired: Desired, state: dict, ids: dict[str, str],
         raise desired.error(*mismatch[0])
     for change in planning.reorders(desired, state["chains"]):
         order = [ids[slug] for slug in change.data["order"]]
-        _guarded(desired, change, lambda h=change.target, o=order: client.put(f"chains/{h}", {"order": o}))
+        _guarded(desired, change, partial(client.put, f"chains/{change.target}", {"order": order}))
         done.append(change.as_dict())
         report(change.summary)
 

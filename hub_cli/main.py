@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from hub_cli import applying, config, files, planning, shortcuts
+from hub_cli import tail as tailing
 from hub_cli.client import ApiError, Client
 
 EXIT_ERROR, EXIT_CHANGES = 1, 2
@@ -167,6 +168,34 @@ def rollback(click_ctx: click.Context, name: str, as_json: bool) -> None:
     ctx = _ctx(click_ctx, as_json)
     answer = run(ctx, lambda: shortcuts.rollback(ctx.client(), name))
     ctx.out(answer, f"{answer['plugin']}: rolled back, version {answer['live']} is live")
+
+
+@cli.command()
+@click.option("--plugin", help="Only this plugin (its slug).")
+@click.option("--hook", help="Only this hook.")
+@click.option("--status", help="Only these statuses, comma-separated (e.g. error,timeout,cancelled).")
+@click.option("--count", type=int, help="Stop after this many events.")
+@json_option
+@click.pass_context
+def tail(click_ctx: click.Context, plugin: str | None, hook: str | None, status: str | None, count: int | None,
+         as_json: bool) -> None:
+    """Stream the account's handler runs, logs, warnings and cancels as they happen (filtered by the hub)."""
+    ctx = _ctx(click_ctx, as_json)
+
+    def show(event: dict) -> None:
+        if as_json:
+            click.echo(json.dumps(event, sort_keys=True))
+        elif event.get("type") == "ready":
+            click.echo(f"tailing (streams last {event.get('maxSeconds')} s, then reconnect); Ctrl-C stops", err=True)
+        else:
+            click.echo(tailing.line(event))
+        sys.stdout.flush()
+
+    params = {"plugin": plugin, "hook": hook, "status": status}
+    try:
+        run(ctx, lambda: tailing.follow(ctx.client(), params, show, count))
+    except KeyboardInterrupt:
+        pass
 
 
 def main() -> None:

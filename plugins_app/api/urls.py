@@ -49,5 +49,6 @@ urlpatterns = [
     path("ssh-hosts/<str:host_id>", ssh_views.SshHostDetailView.as_view(), name="ssh-host-detail"),
     path("ssh/execute", ssh_views.SshExecuteView.as_view(), name="ssh-execute"),
     path("account/export", account_views.AccountExportView.as_view(), name="account-export"),
+    path("tail", account_views.TailView.as_view(), name="tail"),
     path("sdk/middleware.d.ts", sdk_views.SdkTypesView.as_view(), name="sdk-types"),
 ]

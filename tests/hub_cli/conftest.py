@@ -46,6 +46,7 @@ class Hub:
 @pytest.fixture(scope="session")
 def hub():
     served = Served(workers=2)
+    served.env["HUB_TAIL_DIR"] = str(served.workdir / "tail")   # this hub's ring, not the checkout's var/
     try:
         served.start()
         served.manage("sync_catalog")

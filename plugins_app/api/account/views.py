@@ -1,10 +1,15 @@
-"""The account as a whole: its installations and chain orders in one answer (what `hub export` writes)."""
+"""The account as a whole: its state in one answer (what `hub export` writes) and its live tail."""
 
+import json
+
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from plugins_app.api.plugins.views import AccountView
+from plugins_app.services.observability import tail
 from plugins_app.services.plugins import export
 
 
@@ -13,3 +18,35 @@ class AccountExportView(AccountView):
                    summary="Installations (settings without secrets, own plugins' source) and chain orders")
     def get(self, request):
         return Response(export.account_state(self.account))
+
+
+class EventStreamRenderer(JSONRenderer):
+    """Lets a client ask for text/event-stream; an error answer is still the usual JSON body."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+
+
+def _sse(events):
+    for event in events:
+        if event is None:
+            yield b": keepalive\n\n"
+        else:
+            yield f"event: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
+
+
+class TailView(AccountView):
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
+    @extend_schema(summary="The account's handler runs, logs, warnings and cancels as they happen "
+                           "(Server-Sent Events)", responses={(200, "text/event-stream"): OpenApiTypes.STR},
+                   parameters=[OpenApiParameter("plugin", str, description="only this plugin slug"),
+                               OpenApiParameter("hook", str, description="only this hook"),
+                               OpenApiParameter("status", str, description="comma-separated: " +
+                                                ", ".join(tail.STATUSES))])
+    def get(self, request):
+        stream = tail.open_stream(self.account.pk, tail.Filters.parse(request.query_params))
+        response = StreamingHttpResponse(_sse(stream), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"   # a reverse proxy must pass each event on at once
+        return response
