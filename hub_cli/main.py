@@ -198,5 +198,84 @@ def tail(click_ctx: click.Context, plugin: str | None, hook: str | None, status:
         pass
 
 
+def _dev_jobs(ctx: Context, compiled, hook: str | None, context_file: Path | None, samples: bool,
+              replay: str | None) -> tuple[list[tuple[str, Any]], dict | None]:
+    """(hook, context) pairs to run, and the recorded cancel when replaying one."""
+    from hub_cli import dev
+
+    if replay:
+        entry = dev.replay_entry(ctx.client(), replay)
+        return [(entry["hook"], entry["context"])], {"plugin": entry["plugin"], "reason": entry["reason"],
+                                                      "version": entry["pluginVersion"], "id": entry["id"]}
+    if samples:
+        return [(h, dev.sample_context(h)) for h in ([hook] if hook else compiled.hooks)], None
+    if context_file is None:
+        raise dev.DevError("give --context FILE (a JSON context), --samples or --replay ENTRY_ID")
+    if hook is None:
+        if len(compiled.hooks) != 1:
+            raise dev.DevError(f"the plugin defines {', '.join(compiled.hooks)}: choose one with --hook")
+        hook = compiled.hooks[0]
+    try:
+        context = json.loads(context_file.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise dev.DevError(f"{context_file}: not valid JSON: {exc}") from None
+    return [(hook, context)], None
+
+
+@cli.command("dev")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--hook", help="The hook to run (needed when the plugin defines several).")
+@click.option("--context", "context_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="A JSON file holding the hook's context.")
+@click.option("--samples", is_flag=True, help="Run the hook's (or every hook's) realistic sample context.")
+@click.option("--replay", "replay", metavar="ENTRY_ID", help="Run a recorded cancel's context from the hub.")
+@click.option("--settings", "settings_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="A JSON file of settings (host.config).")
+@click.option("--allow-fetch", is_flag=True, help="Let host.fetch reach loopback addresses (nothing else).")
+@click.option("--watch", is_flag=True, help="Run again each time the file (or the context) is saved.")
+@json_option
+@click.pass_context
+def dev_command(click_ctx: click.Context, file: Path, hook: str | None, context_file: Path | None, samples: bool,
+                replay: str | None, settings_file: Path | None, allow_fetch: bool, watch: bool,
+                as_json: bool) -> None:
+    """Run FILE locally on the hub's own runtime (no server, no database) and print its trace."""
+    from hub_cli import dev
+
+    ctx = _ctx(click_ctx, as_json)
+    settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file else None
+    say = (lambda line: None) if as_json else (lambda line: click.echo(f"  -> {line}", err=True))
+    runner = dev.Runner()
+
+    def once() -> bool:
+        try:
+            compiled = runner.compile(file)
+            jobs, recorded = _dev_jobs(ctx, compiled, hook, context_file, samples, replay)
+            results = [runner.run(compiled, h, c, settings=settings, allow_fetch=allow_fetch, say=say)
+                       for h, c in jobs]
+        except dev.DevError as exc:
+            ctx.out({"error": {"message": str(exc)}}, f"hub: {exc}")
+            return False
+        except (ApiError, config.ConfigError) as exc:
+            ctx.out({"error": {"message": str(exc)}}, f"hub: {exc}")
+            return False
+        text = "\n\n".join(dev.render(r) for r in results)
+        if recorded:
+            text = (f"recorded: cancelled by {recorded['plugin']} v{recorded['version']}: {recorded['reason']}\n"
+                    f"now:      {text}")
+        ctx.out({"runs": [r.as_dict() for r in results], "recorded": recorded}, text)
+        return True
+
+    try:
+        ok = once()
+        if watch:
+            click.echo(f"watching {file} (Ctrl-C stops)", err=True)
+            dev.watch([file] + ([context_file] if context_file else []), once)
+    except KeyboardInterrupt:
+        ok = True
+    finally:
+        runner.close()
+    sys.exit(0 if ok else EXIT_ERROR)
+
+
 def main() -> None:
     cli(prog_name="hub")
