@@ -4,12 +4,12 @@ deterministically and read back with each value's line, so a bad file is refused
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from django.utils.text import slugify
 
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
 
@@ -22,6 +22,14 @@ HEADER = ("# Middleware Hub account state, written by `hub export`. `hub plan` s
 SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
 PLUGIN_KEYS = {"catalog", "version", "name", "description", "source", "enabled", "mode", "granted", "settings"}
 MODES = ("live", "shadow")
+
+
+def slug_of(name: str) -> str:
+    """The slug the hub gives a plugin named `name` (Django's slugify, which the server uses, cut at 100):
+    the CLI needs no Django."""
+    value = unicodedata.normalize("NFKD", str(name)).encode("ascii", "ignore").decode("ascii")
+    value = re.sub(r"[^\w\s-]", "", value.lower())
+    return re.sub(r"[-\s]+", "-", value).strip("-_")[:100]
 
 
 class FileError(Exception):
@@ -215,8 +223,8 @@ def _plugin(desired: Desired, slug: str, entry: Any) -> DesiredPlugin:
 def _own_plugin(desired: Desired, where: str, plugin: DesiredPlugin, entry: dict) -> None:
     plugin.name = _typed(desired, f"{where}.name", entry.get("name", plugin.slug), str, "a string")
     plugin.description = _typed(desired, f"{where}.description", entry.get("description") or "", str, "a string")
-    if slugify(plugin.name)[:100] != plugin.slug:
-        raise desired.error(f"{where}.name", f"the name {plugin.name!r} makes the slug {slugify(plugin.name)!r}, "
+    if slug_of(plugin.name) != plugin.slug:
+        raise desired.error(f"{where}.name", f"the name {plugin.name!r} makes the slug {slug_of(plugin.name)!r}, "
                                              f"not {plugin.slug!r}")
     if plugin.settings:
         raise desired.error(f"{where}.settings", "only official (catalog) plugins take settings")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.utils.text import slugify
-
 from hub_cli.client import ApiError, Client
 from hub_cli.files import EXTENSIONS
+from hub_cli.files import slug_of as slugify
 
 
 def _installed(client: Client, slug: str) -> dict | None:

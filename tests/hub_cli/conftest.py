@@ -63,7 +63,7 @@ def cli(hub, tmp_path):
     def run(key: str, *args: str, check_status: int | None = 0, timeout: float = 120,
             **env: str) -> subprocess.CompletedProcess:
         environment = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
-        environment.update(HUB_URL=hub.url, HUB_KEY=key, XDG_CONFIG_HOME=str(config_home), **env)
+        environment.update({"HUB_URL": hub.url, "HUB_KEY": key, "XDG_CONFIG_HOME": str(config_home), **env})
         done = subprocess.run([sys.executable, "-m", "hub_cli", *args], cwd=ROOT, env=environment,
                               capture_output=True, text=True, timeout=timeout)
         if check_status is not None:

@@ -124,3 +124,32 @@ def test_no_key_is_ever_printed(hub, cli, tmp_path):
     bad = cli(key[:-4] + "zzzz", "export", str(tmp_path), check_status=1)
     assert key not in done.stdout + done.stderr and key[:-4] not in bad.stdout + bad.stderr
     assert "HUB_KEY" in done.stdout
+
+
+def test_code_that_does_not_compile_is_refused_at_its_own_line(hub, cli, tmp_path):
+    key = hub.new_key()
+    populate(hub, key)
+    cli(key, "export", str(tmp_path))
+    code = tmp_path / "plugins" / "prompt-tail.ts"
+    code.write_text(code.read_text() + "const broken = ;\n")
+    lines = len(code.read_text().splitlines())
+    before = len(hub.changes(key))
+    refused = cli(key, "apply", str(tmp_path), check_status=1)
+    assert f"plugins/prompt-tail.ts:{lines}: plugins.prompt-tail.source: column" in refused.stderr
+    assert len(hub.changes(key)) == before
+
+
+def test_prune_uninstalls_what_the_files_leave_out(hub, cli, tmp_path):
+    key = hub.new_key()
+    populate(hub, key)
+    cli(key, "export", str(tmp_path))
+    path = tmp_path / "hub.yaml"
+    state = yaml.safe_load(path.read_text())
+    del state["plugins"]["fetcher"], state["chains"]["userMessageInbound"]
+    path.write_text(yaml.safe_dump(state))
+    kept = cli(key, "plan", str(tmp_path), check_status=0).stdout
+    assert kept.startswith("no changes") and "fetcher is installed but not in the files" in kept
+    cli(key, "plan", str(tmp_path), "--prune", check_status=2)
+    cli(key, "apply", str(tmp_path), "--prune")
+    assert [p["plugin"] for p in hub.ok(key, "GET", "account/export")["plugins"]] == ["caveman", "prompt-tail"]
+    assert hub.changes(key)[0]["action"] == "uninstall"
