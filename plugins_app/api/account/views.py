@@ -27,12 +27,21 @@ class EventStreamRenderer(JSONRenderer):
     format = "sse"
 
 
-def _sse(events):
-    for event in events:
-        if event is None:
-            yield b": keepalive\n\n"
-        else:
-            yield f"event: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
+class _ServerSentEvents:
+    """A tail stream as Server-Sent Events; Django closes it (and so the stream) when the response ends."""
+
+    def __init__(self, stream: tail.TailStream):
+        self.stream = stream
+
+    def __iter__(self):
+        for event in self.stream:
+            if event is None:
+                yield b": keepalive\n\n"
+            else:
+                yield f"event: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
+
+    def close(self) -> None:
+        self.stream.close()
 
 
 class TailView(AccountView):
@@ -46,7 +55,7 @@ class TailView(AccountView):
                                                 ", ".join(tail.STATUSES))])
     def get(self, request):
         stream = tail.open_stream(self.account.pk, tail.Filters.parse(request.query_params))
-        response = StreamingHttpResponse(_sse(stream), content_type="text/event-stream")
+        response = StreamingHttpResponse(_ServerSentEvents(stream), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"   # a reverse proxy must pass each event on at once
         return response

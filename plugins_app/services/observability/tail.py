@@ -18,6 +18,7 @@ from plugins_app.services.observability import tail_channel
 
 EVENTS_PER_SECOND = 200   # per account and process: every event up to this rate; beyond, counted as dropped
 MAX_STREAMS_PER_ACCOUNT = 4   # open streams of one account in one process (each holds a worker thread)
+MAX_STREAMS_PER_PROCESS = 8   # of gunicorn's 16 threads a worker has: the rest stay for execute calls
 KEEPALIVE_SECONDS = 5.0   # an idle stream sends a comment this often (and so notices a gone client)
 STATUSES = ("ran", "cancelled", "error", "timeout", "malformed", "quarantined")
 WARNING_STATUSES = {"error", "timeout", "malformed"}
@@ -137,6 +138,8 @@ def _admit(account_id: int) -> None:
         if _open.get(account_id, 0) >= MAX_STREAMS_PER_ACCOUNT:
             raise TooManyRequests(f"this account already has {MAX_STREAMS_PER_ACCOUNT} live tails open here; "
                                   "close one first")
+        if sum(_open.values()) >= MAX_STREAMS_PER_PROCESS:
+            raise TooManyRequests("this server is holding as many live tails as it serves; try again shortly")
         _open[account_id] = _open.get(account_id, 0) + 1
 
 
@@ -145,31 +148,47 @@ def _release(account_id: int) -> None:
         _open[account_id] = max(0, _open.get(account_id, 0) - 1)
 
 
-def open_stream(account_id: int, filters: Filters) -> Iterator[dict | None]:
-    """The account's events as they happen, filtered; None is a keepalive. Checked and admitted now
-    (a refusal is an error answer), streamed by the returned generator until max_seconds."""
+def open_stream(account_id: int, filters: Filters) -> TailStream:
+    """The account's events as they happen, filtered. Checked and admitted now (a refusal is an error
+    answer); iterating it streams until max_seconds; closing it (Django does when the response ends,
+    streamed or not) gives its place back."""
     _admit(account_id)
     try:
         subscription = get_channel().subscribe(account_id)
     except Exception:
         _release(account_id)
         raise
-    return _stream(account_id, subscription, filters)
+    return TailStream(account_id, subscription, filters)
 
 
-def _stream(account_id: int, subscription: tail_channel.Subscription, filters: Filters) -> Iterator[dict | None]:
-    ends = time.monotonic() + settings.HUB_TAIL.max_seconds
-    try:
-        # Publishers remember "nobody listens" for up to CHECK_CACHE_SECONDS: from then on every
-        # process publishes, so `ready` is a promise that nothing after it is missed.
-        time.sleep(tail_channel.CHECK_CACHE_SECONDS)
-        yield {"type": "ready", "at": round(time.time(), 3), "maxSeconds": settings.HUB_TAIL.max_seconds}
-        while time.monotonic() < ends:
-            events = [e for e in subscription.read(min(KEEPALIVE_SECONDS, ends - time.monotonic()))
-                      if filters.allows(e)]
-            if not events:
-                yield None
-            yield from events
-    finally:
-        subscription.close()
-        _release(account_id)
+class TailStream:
+    """Events (dicts) and keepalives (None) of one stream."""
+
+    def __init__(self, account_id: int, subscription: tail_channel.Subscription, filters: Filters):
+        self.account_id, self.subscription, self.filters = account_id, subscription, filters
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> Iterator[dict | None]:
+        ends = time.monotonic() + settings.HUB_TAIL.max_seconds
+        try:
+            # Publishers remember "nobody listens" for up to CHECK_CACHE_SECONDS: from then on every
+            # process publishes, so `ready` is a promise that nothing after it is missed.
+            time.sleep(tail_channel.CHECK_CACHE_SECONDS)
+            yield {"type": "ready", "at": round(time.time(), 3), "maxSeconds": settings.HUB_TAIL.max_seconds}
+            while time.monotonic() < ends:
+                events = [e for e in self.subscription.read(min(KEEPALIVE_SECONDS, ends - time.monotonic()))
+                          if self.filters.allows(e)]
+                if not events:
+                    yield None
+                yield from events
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.subscription.close()
+        _release(self.account_id)

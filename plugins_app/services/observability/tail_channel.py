@@ -75,11 +75,17 @@ class FileChannel:
         return list(self.directory.glob(f"{int(account_id)}.listen.*"))
 
     def listening(self, account_id: int) -> bool:
-        def probe() -> bool:
-            now = time.time()
-            return any(now - m.stat().st_mtime < LISTEN_FRESH_SECONDS for m in self._markers(account_id)
-                       if m.exists())
-        return self._cache.get(account_id, probe)
+        return self._cache.get(account_id, lambda: any(age < LISTEN_FRESH_SECONDS for age in self._ages(account_id)))
+
+    def _ages(self, account_id: int) -> list[float]:
+        """Seconds since each of the account's stream markers was refreshed (one gone meanwhile is skipped)."""
+        now, ages = time.time(), []
+        for marker in self._markers(account_id):
+            try:
+                ages.append(now - marker.stat().st_mtime)
+            except FileNotFoundError:
+                pass
+        return ages
 
     def publish(self, account_id: int, events: list[dict]) -> None:
         path = self._ring(account_id)
@@ -96,10 +102,21 @@ class FileChannel:
                 pass   # another process rotated it first
 
     def subscribe(self, account_id: int) -> FileSubscription:
+        self._sweep(account_id)
         subscription = FileSubscription(self._ring(account_id), self.directory / f"{int(account_id)}.listen."
                                         f"{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}")
         self._cache.forget(account_id)
         return subscription
+
+    def _sweep(self, account_id: int) -> None:
+        """Markers a killed process left behind (they stopped counting after LISTEN_FRESH_SECONDS)."""
+        now = time.time()
+        for marker in self._markers(account_id):
+            try:
+                if now - marker.stat().st_mtime > 6 * LISTEN_FRESH_SECONDS:
+                    marker.unlink()
+            except FileNotFoundError:
+                pass   # its stream closed meanwhile
 
 
 class FileSubscription:

@@ -100,3 +100,44 @@ def test_filters_are_checked_and_applied():
     assert not only.allows({"type": "run", "plugin": "gate", "status": "ran"})
     assert not only.allows({"type": "cancel", "plugin": "other", "status": "cancelled"})
     assert only.allows({"type": "dropped", "count": 3})
+
+
+def test_streams_are_bounded_per_account_and_per_process(tmp_path, settings, monkeypatch):
+    settings.HUB_TAIL = replace(settings.HUB_TAIL, channel="file", directory=str(tmp_path), max_seconds=1)
+    tail.reset_channel()
+    monkeypatch.setattr(tail_channel, "CHECK_CACHE_SECONDS", 0.0)
+    opened = [tail.open_stream(1, tail.Filters()) for _ in range(tail.MAX_STREAMS_PER_ACCOUNT)]
+    try:
+        with pytest.raises(tail.TooManyRequests, match="already has 4 live tails"):
+            tail.open_stream(1, tail.Filters())
+        opened += [tail.open_stream(2 + i, tail.Filters())
+                   for i in range(tail.MAX_STREAMS_PER_PROCESS - tail.MAX_STREAMS_PER_ACCOUNT)]
+        with pytest.raises(tail.TooManyRequests, match="as many live tails as it serves"):
+            tail.open_stream(99, tail.Filters())
+        events = iter(opened[0])
+        assert next(events)["type"] == "ready"
+        assert list(events) == [None]   # max_seconds later the stream ends (a keepalive on the way)
+        tail.open_stream(1, tail.Filters()).close()   # its place was given back
+        opened[1].close()   # closed without being read (a client gone before the first byte): given back too
+        opened += [tail.open_stream(1, tail.Filters()), tail.open_stream(1, tail.Filters())]
+        with pytest.raises(tail.TooManyRequests):
+            tail.open_stream(1, tail.Filters())
+    finally:
+        for stream in opened:
+            stream.close()
+        tail.reset_channel()
+    assert tail._open == {} or set(tail._open.values()) == {0}
+
+
+def test_a_stale_marker_stops_counting_and_is_swept(tmp_path, monkeypatch):
+    monkeypatch.setattr(tail_channel, "CHECK_CACHE_SECONDS", 0.0)
+    channel = tail_channel.FileChannel(tmp_path)
+    left = tmp_path / "5.listen.123.1.1"
+    left.touch()
+    assert channel.listening(5)
+    import os
+    old = left.stat().st_mtime - 10 * tail_channel.LISTEN_FRESH_SECONDS
+    os.utime(left, (old, old))
+    assert not channel.listening(5)
+    channel.subscribe(5).close()
+    assert not left.exists()
