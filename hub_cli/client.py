@@ -60,9 +60,9 @@ class Client:
     def put(self, path: str, body: Any) -> Any:
         return self.call("PUT", path, body)
 
-    def stream(self, path: str, params: dict | None = None) -> Iterator[bytes]:
-        """The lines of a streaming answer (Server-Sent Events), as they arrive."""
-        response = self._request("GET", path, params=params, accept="text/event-stream", timeout=None)
+    def stream(self, path: str, params: dict | None = None, timeout: float | None = None) -> Iterator[bytes]:
+        """The lines of a streaming answer (Server-Sent Events), as they arrive; `timeout` bounds each read."""
+        response = self._request("GET", path, params=params, accept="text/event-stream", timeout=timeout)
         with response:
             yield from response
 

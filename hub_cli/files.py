@@ -110,9 +110,21 @@ def state_document(state: dict) -> dict:
     return {"plugins": plugins, "chains": chains}
 
 
+def _previous_sources(directory: Path) -> set[str]:
+    """The code files the hub.yaml about to be replaced pointed at (a file it did not name is not ours)."""
+    try:
+        plugins = (yaml.safe_load((directory / STATE_FILE).read_text(encoding="utf-8")) or {}).get("plugins") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return set()
+    return {entry["source"] for entry in plugins.values() if isinstance(entry, dict) and isinstance(
+        entry.get("source"), str)}
+
+
 def write(directory: Path, state: dict) -> list[Path]:
-    """Write hub.yaml and one file per custom plugin; a plugin file no longer in the account goes."""
+    """Write hub.yaml and one file per custom plugin; a code file the previous hub.yaml named and the
+    account no longer has goes (files it did not name are left alone)."""
     directory.mkdir(parents=True, exist_ok=True)
+    previous = _previous_sources(directory)
     text = HEADER + yaml.dump(state_document(state), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
                               default_flow_style=False, width=100)
     written = [_write_if_changed(directory / STATE_FILE, text)]
@@ -124,10 +136,10 @@ def write(directory: Path, state: dict) -> list[Path]:
             plugin_dir.mkdir(exist_ok=True)
             written.append(_write_if_changed(path, item["source"]))
             wanted.add(path.name)
-    if plugin_dir.exists():
-        for stale in plugin_dir.iterdir():
-            if stale.suffix in EXTENSIONS and stale.name not in wanted:
-                stale.unlink()
+    for source in previous:
+        stale = directory / source
+        if stale.parent == plugin_dir and stale.name not in wanted and stale.suffix in EXTENSIONS:
+            stale.unlink(missing_ok=True)
     return written
 
 

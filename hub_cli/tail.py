@@ -9,12 +9,13 @@ from collections.abc import Callable, Iterator
 from hub_cli.client import ApiError, Client
 
 RECONNECT_SECONDS = 1.0
+READ_TIMEOUT_SECONDS = 30.0   # the hub sends a keepalive every 5 s: this long silent means the link is gone
 
 
 def events(client: Client, params: dict) -> Iterator[dict]:
     """Parsed events of one stream; ends when the hub closes it."""
     data: list[str] = []
-    for raw in client.stream("tail", params):
+    for raw in client.stream("tail", params, READ_TIMEOUT_SECONDS):
         line = raw.decode("utf-8").rstrip("\r\n")
         if line.startswith("data:"):
             data.append(line[5:].lstrip())
@@ -38,6 +39,8 @@ def follow(client: Client, params: dict, show: Callable[[dict], None], count: in
         except ApiError as exc:
             if exc.status != 0:
                 raise
+        except OSError:
+            pass   # the connection dropped or went silent past READ_TIMEOUT_SECONDS: connect again
         time.sleep(RECONNECT_SECONDS)
 
 
