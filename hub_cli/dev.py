@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hub_cli import lines
 from hub_cli.files import EXTENSIONS
 from hub_cli.standins import StandIns
 from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_CPU_MS
@@ -35,6 +36,11 @@ class Compiled:
     code_hash: str
     hooks: list[str]
     permissions: list[str]
+    source: str = ""
+
+    def line_table(self) -> dict[int, int] | None:
+        """Compiled line -> the file's line; None for JavaScript (run as written, lines are the file's)."""
+        return lines.typescript_lines(self.source) if self.path.suffix == ".ts" else None
 
 
 @dataclass
@@ -81,8 +87,10 @@ class Runner:
             raise DevError(f"{path}: middleware.{unknown[0]} is not a hook; the hooks are: {', '.join(HOOK_NAMES)}")
         if not result["hooks"]:
             raise DevError(f"{path}: the plugin defines no hooks: assign handlers to globalThis.middleware.<hook>")
-        return Compiled(path, result["code"], hashlib.sha256(result["code"].encode()).hexdigest(),
-                        [h for h in HOOK_NAMES if h in result["hooks"]], derive_permissions(result["hostMembers"]))
+        code = lines.with_shim(result["code"])
+        return Compiled(path, code, hashlib.sha256(code.encode()).hexdigest(),
+                        [h for h in HOOK_NAMES if h in result["hooks"]], derive_permissions(result["hostMembers"]),
+                        source)
 
     def run(self, compiled: Compiled, hook: str, context: Any, *, settings: dict | None = None,
             allow_fetch: bool = False, say=lambda line: None) -> Outcome:
@@ -106,11 +114,13 @@ class Runner:
                            budget_ms=DEFAULT_BUDGET_MS, cpu_ms=DEFAULT_CPU_MS)
         took = (time.perf_counter() - started) * 1000
         c = result.cancellation
+        marked = any(t.warning and lines.MARK.search(t.warning) for t in result.trace)
+        table = compiled.line_table() if marked else None
         return Outcome(hook, result.outcome, spec.value_of(clean), result.value,
                        None if c is None else {"plugin": c.plugin, "reason": c.reason},
                        [{"plugin": t.plugin, "status": t.status, "changed": t.changed,
-                         "durationMs": round(t.duration_ms, 3), "warning": t.warning, "logs": t.logs}
-                        for t in result.trace], host.calls, took)
+                         "durationMs": round(t.duration_ms, 3), "warning": lines.place(t.warning, table),
+                         "logs": t.logs} for t in result.trace], host.calls, took)
 
 
 def sample_context(hook: str) -> dict:

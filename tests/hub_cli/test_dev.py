@@ -135,3 +135,17 @@ def test_fetch_reaches_loopback_only_with_allow_fetch(cli, tmp_path):
     assert [(c["member"], c["args"][0]) for c in refused["hostCalls"]] == [
         ("host.fetch", f"http://127.0.0.1:{server.server_port}/x")]
     assert allowed["outcome"] == "changed" and allowed["after"].endswith(" from loopback")
+
+
+def test_a_warning_names_the_authors_line_in_typescript_and_javascript(cli, tmp_path):
+    typescript = tmp_path / "broken.ts"
+    typescript.write_text("interface Unused {\n  a: string;\n}\n\n"
+                          "globalThis.middleware.systemPrompt = async (c: { systemPrompt: string }) => {\n"
+                          "  const missing: any = undefined;\n"
+                          "  return missing.field + c.systemPrompt;\n};\n")
+    javascript = tmp_path / "broken.js"
+    javascript.write_text("globalThis.middleware.systemPrompt = async (c) => {\n  null.x;\n};\n")
+    ts_run = json.loads(cli("unused", "dev", str(typescript), "--samples", "--json").stdout)["runs"][0]
+    js_run = json.loads(cli("unused", "dev", str(javascript), "--samples", "--json").stdout)["runs"][0]
+    assert ts_run["trace"][0]["status"] == "error" and ts_run["trace"][0]["warning"].endswith("(line 7)")
+    assert js_run["trace"][0]["warning"].endswith("(line 2, column 8)")
