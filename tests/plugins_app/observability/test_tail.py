@@ -141,3 +141,25 @@ def test_a_stale_marker_stops_counting_and_is_swept(tmp_path, monkeypatch):
     assert not channel.listening(5)
     channel.subscribe(5).close()
     assert not left.exists()
+
+
+def test_past_the_rate_events_are_dropped_and_the_stream_is_told_how_many(tmp_path, settings, monkeypatch):
+    settings.HUB_TAIL = replace(settings.HUB_TAIL, channel="file", directory=str(tmp_path))
+    tail.reset_channel()
+    monkeypatch.setattr(tail_channel, "CHECK_CACHE_SECONDS", 0.0)
+    monkeypatch.setattr(tail, "EVENTS_PER_SECOND", 4)
+    monkeypatch.setattr(tail, "_budget", tail._Budget())
+    clock = [500.0]
+    monkeypatch.setattr(tail.time, "monotonic", lambda: clock[0])
+    subscription = tail.get_channel().subscribe(42)
+    try:
+        tail.observe_chain(_run(_Account()))   # 6 events: 4 through, 2 dropped
+        tail.observe_chain(_run(_Account()))   # no tokens left: all 6 dropped
+        clock[0] += 1.0
+        tail.observe_chain(_run(_Account()))   # refilled: the count first, then 4 events
+        events = subscription.read(0)
+    finally:
+        subscription.close()
+        tail.reset_channel()
+    assert [e["type"] for e in events] == ["run", "log", "run", "warning", "dropped", "run", "log", "run", "warning"]
+    assert events[4]["count"] == 8
