@@ -52,3 +52,16 @@ def test_a_syntax_error_names_its_line(tmp_path):
     with pytest.raises(files.FileError) as caught:
         files.read(tmp_path)
     assert caught.value.field == "(syntax)" and caught.value.line == 3
+
+
+def test_tail_lines_read_as_sentences():
+    from hub_cli.tail import line
+
+    base = {"at": 0, "hook": "systemPrompt", "plugin": "polite", "status": "ran", "version": 3}
+    assert line({**base, "type": "run", "durationMs": 1.25, "changed": True}).endswith(
+        "run     systemPrompt polite v3 ran 1.2 ms changed")
+    assert line({**base, "type": "log", "level": "warn", "message": "hi"}).endswith("[warn] hi")
+    assert line({**base, "type": "warning", "status": "error", "message": "TypeError: x"}).endswith(
+        "polite v3 error: TypeError: x")
+    assert line({**base, "type": "cancel", "status": "cancelled", "reason": "no"}).endswith("polite v3: no")
+    assert "dropped 12 event(s)" in line({"type": "dropped", "at": 0, "count": 12})

@@ -11,7 +11,8 @@ import sys
 import threading
 import time
 
-from tests.plugins_app.serving import ROOT
+from tests.hub_cli.conftest import Hub
+from tests.plugins_app.serving import ROOT, Served
 
 WAIT_SECONDS = 20   # a limit on waiting, not a timing assertion
 CANCELLER = ("globalThis.middleware.userMessageInbound = async (c, tools) => {{\n"
@@ -62,6 +63,21 @@ class Tail:
 
 
 def test_a_cancel_is_tailed_and_another_accounts_events_never_appear(hub, tmp_path):
+    check_the_tail(hub, tmp_path)
+
+
+def test_the_same_through_redis_pub_sub(redis_url, tmp_path):
+    # A folder no one can create: were the file ring used after all, the tail would fail.
+    served = Served(workers=2, HUB_TAIL_CHANNEL="redis", HUB_TAIL_REDIS_URL=redis_url,
+                    HUB_TAIL_DIR="/proc/hub-tail-unusable")
+    try:
+        served.start()
+        check_the_tail(Hub(served), tmp_path)
+    finally:
+        served.stop()
+
+
+def check_the_tail(hub, tmp_path):
     mine, theirs = hub.new_key(), hub.new_key()
     hub.ok(mine, "POST", "plugins", {"name": "gatekeeper", "source": CANCELLER.format(reason="mine"),
                                      "language": "javascript"})
