@@ -278,4 +278,11 @@ def dev_command(click_ctx: click.Context, file: Path, hook: str | None, context_
 
 
 def main() -> None:
-    cli(prog_name="hub")
+    # A usage error exits 1, not click's 2: exit status 2 means "plan found changes" to a CI job.
+    try:
+        cli.main(prog_name="hub", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_ERROR)
+    except click.exceptions.Abort:
+        sys.exit(EXIT_ERROR)
