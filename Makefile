@@ -8,7 +8,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 JS_DIR := plugins_app/runtime/js
 JS_STAMP := $(JS_DIR)/node_modules/.lock-installed
 
-.PHONY: venv dev js install migrate demo run test lint typecheck migrations-check check bench bench-load bench-hostile screenshots editor
+.PHONY: venv dev js cli install migrate demo run test lint typecheck migrations-check check bench bench-load bench-hostile screenshots editor
 
 
 venv: $(VENV_STAMP)
@@ -32,7 +32,13 @@ $(JS_STAMP): $(JS_DIR)/package-lock.json $(JS_DIR)/package.json
 	cd $(JS_DIR) && npm ci && npm run build
 	touch $@
 
-install: venv js
+install: venv js cli
+
+# .venv/bin/hub: a launcher of this checkout's hub_cli (docs/cli.md).
+cli: $(BIN)/hub
+
+$(BIN)/hub: hub_cli/install.py $(VENV_STAMP)
+	$(BIN)/python -m hub_cli.install $(BIN)
 
 migrate: venv
 	$(BIN)/python manage.py migrate --noinput

@@ -9,7 +9,7 @@ from plugins_app.runtime.environment import Env
 from plugins_app.services.engine.config import AdmissionConfig
 from plugins_app.services.execution.config import QuarantineConfig
 from plugins_app.services.host.config import HostConfig
-from plugins_app.services.observability.config import MetricsConfig
+from plugins_app.services.observability.config import MetricsConfig, TailConfig
 from plugins_app.services.scheduling.config import SchedulingConfig
 from plugins_app.services.secrets.config import SecretsConfig
 from plugins_app.services.ssh.config import SshConfig
@@ -216,6 +216,7 @@ HUB_SECRETS = SecretsConfig.from_env(os.environ)   # account secrets' encryption
 HUB_QUARANTINE = QuarantineConfig.from_env(os.environ)
 HUB_ADMISSION = AdmissionConfig.from_env(os.environ)      # fair admission of execute calls
 HUB_METRICS = MetricsConfig.from_env(os.environ)          # GET /metrics
+HUB_TAIL = TailConfig.from_env(os.environ, broker_url=CELERY_BROKER_URL, var_dir=str(VAR_DIR))   # GET /api/v1/tail
 
 # The hook engine's (plugins_app.runtime.config.EngineConfig, shared with gunicorn.conf.py and the
 # engine supervisor, which read it the same way): its engines, their heap, a handler's budgets.

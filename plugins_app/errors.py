@@ -47,6 +47,11 @@ class PayloadTooLarge(HubError):
     default_code = "payload_too_large"
 
 
+class TooManyRequests(HubError):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "too_many_requests"
+
+
 class CompileFailed(HubError):
     default_code = "compile_error"
 

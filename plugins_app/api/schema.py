@@ -82,14 +82,14 @@ TAGS = {
     "cancellations": "audit", "warnings": "audit", "usage": "audit", "logs": "audit", "changes": "audit",
     "platform": "platform", "agents": "platform",
     "cron-jobs": "scheduling", "cron-runs": "scheduling", "notifications": "scheduling",
-    "ssh-hosts": "ssh", "ssh": "ssh", "sdk": "plugins", "secrets": "secrets",
+    "ssh-hosts": "ssh", "ssh": "ssh", "sdk": "plugins", "secrets": "secrets", "account": "plugins", "tail": "audit",
 }
 TAG_DESCRIPTIONS = {
     "keys": "Checking an account key.",
     "hooks": "The 14 hooks and running an account's chain for one.",
     "chains": "The order plugins run in, per hook.",
     "plugins": "Installing, enabling, granting and configuring plugins; the official catalog; the SDK's types.",
-    "audit": "Cancellations (and replaying them), handler warnings, plugin logs, usage and the change log.",
+    "audit": "Cancellations (and replaying them), handler warnings, plugin logs, usage, the change log and the live tail.",
     "platform": "The platform bridge and the agents the platform registers.",
     "scheduling": "Cron jobs, their runs, and agents' timers.",
     "ssh": "SSH hosts and the gateway that runs agents' SSH operations.",

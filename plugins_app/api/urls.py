@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from plugins_app.api.account import views as account_views
 from plugins_app.api.host import views as host_views
 from plugins_app.api.plugins import catalog_views, sdk_views, views
 from plugins_app.api.scheduling import views as scheduling_views
@@ -50,5 +51,7 @@ urlpatterns = [
     path("ssh/execute", ssh_views.SshExecuteView.as_view(), name="ssh-execute"),
     path("secrets", secret_views.SecretListView.as_view(), name="secret-list"),
     path("secrets/<str:name>", secret_views.SecretDetailView.as_view(), name="secret-detail"),
+    path("account/export", account_views.AccountExportView.as_view(), name="account-export"),
+    path("tail", account_views.TailView.as_view(), name="tail"),
     path("sdk/middleware.d.ts", sdk_views.SdkTypesView.as_view(), name="sdk-types"),
 ]

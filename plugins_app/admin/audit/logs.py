@@ -14,6 +14,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from plugins_app.admin.audit.live import live_page, live_stream
 from plugins_app.admin.audit.usage import usage_chart
 from plugins_app.admin.filters import DateRangeFilter, ExactTextFilter, PluginSlugFilter, plugin_column
 from plugins_app.admin.scoping import ReadOnlyAccountScopedAdmin
@@ -51,6 +52,10 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
         return [path("export.csv", self.admin_site.admin_view(self.export_csv), name="{}_{}_export".format(*info)),
+                path("live/", self.admin_site.admin_view(functools.partial(live_page, self)),
+                     name="{}_{}_live".format(*info)),
+                path("live/stream", self.admin_site.admin_view(functools.partial(live_stream, self)),
+                     name="{}_{}_live_stream".format(*info)),
                 path("<path:object_id>/replay/", self.admin_site.admin_view(functools.partial(replay_view, self)),
                      name="{}_{}_replay".format(*info)),
                 *super().get_urls()]
@@ -58,6 +63,7 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
     def changelist_view(self, request, extra_context=None):
         export = reverse("admin:plugins_app_cancellog_export")
         return super().changelist_view(request, {"title": "Cancel log", "export_url": export,
+                                                 "live_url": reverse("admin:plugins_app_cancellog_live"),
                                                  **(extra_context or {})})
 
     def export_csv(self, request):

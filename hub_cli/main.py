@@ -1,0 +1,288 @@
+"""The `hub` command: chains as code, plugin shortcuts, a live tail and a local runner."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hub_cli import applying, config, files, planning, shortcuts
+from hub_cli import tail as tailing
+from hub_cli.client import ApiError, Client
+
+EXIT_ERROR, EXIT_CHANGES = 1, 2
+
+
+class Context:
+    def __init__(self, profile: str | None, as_json: bool):
+        self.profile, self.as_json = profile, as_json
+
+    def client(self) -> Client:
+        return Client(config.load(self.profile))
+
+    def out(self, data: Any, text: str) -> None:
+        click.echo(json.dumps(data, indent=2, sort_keys=True) if self.as_json else text)
+
+
+def fail(ctx: Context, message: str, **fields: Any) -> None:
+    if ctx.as_json:
+        click.echo(json.dumps({"error": {"message": message, **fields}}, indent=2, sort_keys=True))
+    else:
+        click.echo(f"hub: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def run(ctx: Context, action) -> Any:
+    """Runs `action`; a config, file or API error becomes a message and exit status 1."""
+    try:
+        return action()
+    except config.ConfigError as exc:
+        fail(ctx, str(exc))
+    except files.FileError as exc:
+        fail(ctx, str(exc), file=exc.path, line=exc.line, field=exc.field)
+    except (applying.ApplyError, ValueError, OSError) as exc:
+        fail(ctx, str(exc))
+    except ApiError as exc:
+        fail(ctx, exc.message or f"HTTP {exc.status}", status=exc.status, code=exc.code, field=exc.field)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+@click.group()
+@click.option("--profile", help="A section of the profile file (default: HUB_PROFILE or 'default').")
+@click.pass_context
+def cli(click_ctx: click.Context, profile: str | None) -> None:
+    """Middleware Hub from the command line. The hub and key come from HUB_URL and HUB_KEY, or from
+    a profile file ($XDG_CONFIG_HOME/hub/profiles.ini: [default] url = ..., key = ...)."""
+    click_ctx.obj = profile
+
+
+def _ctx(click_ctx: click.Context, as_json: bool) -> Context:
+    return Context(click_ctx.obj, as_json)
+
+
+@cli.command()
+@json_option
+@click.pass_context
+def whoami(click_ctx: click.Context, as_json: bool) -> None:
+    """Check the key: which hub and account it reaches (the key itself is never shown)."""
+    ctx = _ctx(click_ctx, as_json)
+    target = run(ctx, lambda: config.load(ctx.profile))
+    answer = run(ctx, lambda: Client(target).get("ping"))
+    ctx.out({"url": target.url, "accountId": answer["accountId"], "keyFrom": target.source},
+            f"{target.url}: account {answer['accountId']} (key from {target.source})")
+
+
+@cli.command()
+@click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@json_option
+@click.pass_context
+def export(click_ctx: click.Context, directory: Path, as_json: bool) -> None:
+    """Write the account's installations, chain orders and own plugins' code to DIRECTORY."""
+    ctx = _ctx(click_ctx, as_json)
+    state = run(ctx, lambda: applying.export(ctx.client()))
+    written = run(ctx, lambda: files.write(directory, state))
+    ctx.out({"files": [str(p) for p in written]}, f"wrote {len(written)} file(s) to {directory}")
+
+
+def _plan(ctx: Context, directory: Path, prune: bool) -> planning.Plan:
+    desired = run(ctx, lambda: files.read(directory))
+    state = run(ctx, lambda: applying.export(ctx.client()))
+    return planning.plan(desired, state, prune=prune)
+
+
+@cli.command()
+@click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--prune", is_flag=True, help="Also uninstall plugins the files do not list.")
+@json_option
+@click.pass_context
+def plan(click_ctx: click.Context, directory: Path, prune: bool, as_json: bool) -> None:
+    """Show what `hub apply` would change; exit 2 when there are changes, 0 when none."""
+    ctx = _ctx(click_ctx, as_json)
+    result = _plan(ctx, directory, prune)
+    ctx.out(result.as_dict(), planning.render(result))
+    sys.exit(EXIT_CHANGES if result.changes else 0)
+
+
+@cli.command()
+@click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--prune", is_flag=True, help="Also uninstall plugins the files do not list.")
+@json_option
+@click.pass_context
+def apply(click_ctx: click.Context, directory: Path, prune: bool, as_json: bool) -> None:
+    """Make the account match DIRECTORY through the API (new code becomes a new, deployed version)."""
+    ctx = _ctx(click_ctx, as_json)
+    desired = run(ctx, lambda: files.read(directory))
+    report = (lambda line: None) if as_json else click.echo
+    done = run(ctx, lambda: applying.apply(ctx.client(), desired, prune=prune, report=report))
+    ctx.out({"applied": done}, f"{len(done)} change(s) applied" if done else "no changes")
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--name", required=True, help="The plugin's name (its slug finds it).")
+@click.option("--draft/--deploy", "draft", default=True, help="Save a draft (default) or deploy it at once.")
+@json_option
+@click.pass_context
+def push(click_ctx: click.Context, file: Path, name: str, draft: bool, as_json: bool) -> None:
+    """Install FILE as a plugin, or save it as the plugin's next version."""
+    ctx = _ctx(click_ctx, as_json)
+    answer = run(ctx, lambda: shortcuts.push(ctx.client(), file, name, deploy=not draft))
+    ctx.out(answer, f"{answer['plugin']}: {answer['action']} version {answer['version']}"
+                    f"{' (live)' if answer['live'] else ' (draft: hub deploy ' + name + ' ' + str(answer['version']) + ')'}")
+
+
+@cli.command()
+@click.argument("name")
+@json_option
+@click.pass_context
+def versions(click_ctx: click.Context, name: str, as_json: bool) -> None:
+    """List a plugin's versions, newest first (* marks the live one)."""
+    ctx = _ctx(click_ctx, as_json)
+    answer = run(ctx, lambda: shortcuts.versions(ctx.client(), name))
+    ctx.out(answer, shortcuts.versions_table(answer))
+
+
+@cli.command()
+@click.argument("name")
+@click.argument("number", type=int)
+@json_option
+@click.pass_context
+def deploy(click_ctx: click.Context, name: str, number: int, as_json: bool) -> None:
+    """Make version NUMBER of a plugin the live code."""
+    ctx = _ctx(click_ctx, as_json)
+    answer = run(ctx, lambda: shortcuts.deploy(ctx.client(), name, number))
+    ctx.out(answer, f"{answer['plugin']}: version {answer['live']} is live")
+
+
+@cli.command()
+@click.argument("name")
+@json_option
+@click.pass_context
+def rollback(click_ctx: click.Context, name: str, as_json: bool) -> None:
+    """Redeploy the version that was live before the current one."""
+    ctx = _ctx(click_ctx, as_json)
+    answer = run(ctx, lambda: shortcuts.rollback(ctx.client(), name))
+    ctx.out(answer, f"{answer['plugin']}: rolled back, version {answer['live']} is live")
+
+
+@cli.command()
+@click.option("--plugin", help="Only this plugin (its slug).")
+@click.option("--hook", help="Only this hook.")
+@click.option("--status", help="Only these statuses, comma-separated (e.g. error,timeout,cancelled).")
+@click.option("--count", type=int, help="Stop after this many events.")
+@json_option
+@click.pass_context
+def tail(click_ctx: click.Context, plugin: str | None, hook: str | None, status: str | None, count: int | None,
+         as_json: bool) -> None:
+    """Stream the account's handler runs, logs, warnings and cancels as they happen (filtered by the hub)."""
+    ctx = _ctx(click_ctx, as_json)
+
+    def show(event: dict) -> None:
+        if as_json:
+            click.echo(json.dumps(event, sort_keys=True))
+        elif event.get("type") == "ready":
+            click.echo(f"tailing (streams last {event.get('maxSeconds')} s, then reconnect); Ctrl-C stops", err=True)
+        else:
+            click.echo(tailing.line(event))
+        sys.stdout.flush()
+
+    params = {"plugin": plugin, "hook": hook, "status": status}
+    try:
+        run(ctx, lambda: tailing.follow(ctx.client(), params, show, count))
+    except KeyboardInterrupt:
+        pass
+
+
+def _dev_jobs(ctx: Context, compiled, hook: str | None, context_file: Path | None, samples: bool,
+              replay: str | None) -> tuple[list[tuple[str, Any]], dict | None]:
+    """(hook, context) pairs to run, and the recorded cancel when replaying one."""
+    from hub_cli import dev
+
+    if replay:
+        entry = dev.replay_entry(ctx.client(), replay)
+        return [(entry["hook"], entry["context"])], {"plugin": entry["plugin"], "reason": entry["reason"],
+                                                      "version": entry["pluginVersion"], "id": entry["id"]}
+    if samples:
+        return [(h, dev.sample_context(h)) for h in ([hook] if hook else compiled.hooks)], None
+    if context_file is None:
+        raise dev.DevError("give --context FILE (a JSON context), --samples or --replay ENTRY_ID")
+    if hook is None:
+        if len(compiled.hooks) != 1:
+            raise dev.DevError(f"the plugin defines {', '.join(compiled.hooks)}: choose one with --hook")
+        hook = compiled.hooks[0]
+    try:
+        context = json.loads(context_file.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise dev.DevError(f"{context_file}: not valid JSON: {exc}") from None
+    return [(hook, context)], None
+
+
+@cli.command("dev")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--hook", help="The hook to run (needed when the plugin defines several).")
+@click.option("--context", "context_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="A JSON file holding the hook's context.")
+@click.option("--samples", is_flag=True, help="Run the hook's (or every hook's) realistic sample context.")
+@click.option("--replay", "replay", metavar="ENTRY_ID", help="Run a recorded cancel's context from the hub.")
+@click.option("--settings", "settings_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="A JSON file of settings (host.config).")
+@click.option("--allow-fetch", is_flag=True, help="Let host.fetch reach loopback addresses (nothing else).")
+@click.option("--watch", is_flag=True, help="Run again each time the file (or the context) is saved.")
+@json_option
+@click.pass_context
+def dev_command(click_ctx: click.Context, file: Path, hook: str | None, context_file: Path | None, samples: bool,
+                replay: str | None, settings_file: Path | None, allow_fetch: bool, watch: bool,
+                as_json: bool) -> None:
+    """Run FILE locally on the hub's own runtime (no server, no database) and print its trace."""
+    from hub_cli import dev
+
+    ctx = _ctx(click_ctx, as_json)
+    settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file else None
+    say = (lambda line: None) if as_json else (lambda line: click.echo(f"  -> {line}", err=True))
+    runner = dev.Runner()
+
+    def once() -> bool:
+        try:
+            compiled = runner.compile(file)
+            jobs, recorded = _dev_jobs(ctx, compiled, hook, context_file, samples, replay)
+            results = [runner.run(compiled, h, c, settings=settings, allow_fetch=allow_fetch, say=say)
+                       for h, c in jobs]
+        except dev.DevError as exc:
+            ctx.out({"error": {"message": str(exc)}}, f"hub: {exc}")
+            return False
+        except (ApiError, config.ConfigError) as exc:
+            ctx.out({"error": {"message": str(exc)}}, f"hub: {exc}")
+            return False
+        text = "\n\n".join(dev.render(r) for r in results)
+        if recorded:
+            text = (f"recorded: cancelled by {recorded['plugin']} v{recorded['version']}: {recorded['reason']}\n"
+                    f"now:      {text}")
+        ctx.out({"runs": [r.as_dict() for r in results], "recorded": recorded}, text)
+        return True
+
+    try:
+        ok = once()
+        if watch:
+            click.echo(f"watching {file} (Ctrl-C stops)", err=True)
+            dev.watch([file] + ([context_file] if context_file else []), once)
+    except KeyboardInterrupt:
+        ok = True
+    finally:
+        runner.close()
+    sys.exit(0 if ok else EXIT_ERROR)
+
+
+def main() -> None:
+    # A usage error exits 1, not click's 2: exit status 2 means "plan found changes" to a CI job.
+    try:
+        cli.main(prog_name="hub", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_ERROR)
+    except click.exceptions.Abort:
+        sys.exit(EXIT_ERROR)

@@ -1,0 +1,61 @@
+"""The admin's Live page: an account's handler runs, logs, warnings and cancels as they happen, on the
+same stream as `GET /api/v1/tail` (services/observability/tail.py), for the accounts the user sees."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from accounts.models import Account
+from plugins_app.admin.scoping import is_operator, member_account_ids
+from plugins_app.errors import HubError
+from plugins_app.runtime.tables.hooks import HOOK_NAMES
+from plugins_app.services.observability import tail
+
+
+def _accounts(request):
+    accounts = Account.objects.order_by("name")
+    return accounts if is_operator(request) else accounts.filter(pk__in=member_account_ids(request))
+
+
+def live_page(modeladmin, request):
+    if not modeladmin.has_view_permission(request):
+        raise PermissionDenied
+    return TemplateResponse(request, "admin/plugins_app/cancellog/live.html", {
+        **modeladmin.admin_site.each_context(request), "opts": modeladmin.opts, "title": "Live",
+        "accounts": _accounts(request), "hooks": HOOK_NAMES, "statuses": tail.STATUSES,
+        "stream_url": reverse("admin:plugins_app_cancellog_live_stream")})
+
+
+class _Events:
+    def __init__(self, stream: tail.TailStream):
+        self.stream = stream
+
+    def __iter__(self):
+        for event in self.stream:
+            yield b": keepalive\n\n" if event is None else f"data: {json.dumps(event)}\n\n".encode()
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+def live_stream(modeladmin, request):
+    """Server-Sent Events of one account the user sees (another's id answers 404, as elsewhere)."""
+    if not modeladmin.has_view_permission(request):
+        raise PermissionDenied
+    account = _accounts(request).filter(pk=request.GET.get("account") or 0).first() \
+        if (request.GET.get("account") or "").isdigit() else None
+    if account is None:
+        raise Http404("no such account")
+    try:
+        stream = tail.open_stream(account.pk, tail.Filters.parse(request.GET))
+    except HubError as exc:
+        return HttpResponseBadRequest(str(exc.detail), status=exc.status_code)
+    response = StreamingHttpResponse(_Events(stream), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

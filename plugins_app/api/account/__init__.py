@@ -1,0 +1,1 @@
+"""The account-wide API: export (and the live tail)."""
