@@ -17,7 +17,7 @@ class Op(str, enum.Enum):
     """What a frame on the engine socket is. Requests go to the engine; the rest come back."""
 
     RUN = "run"              # run one chain (RunRequest)
-    COMPILE = "compile"      # transpile and probe a plugin's source
+    COMPILE = "compile"      # transpile (type-check when "typecheck") and probe a plugin's source
     PING = "ping"            # is the engine there; what it holds
     UNLOAD = "unload"        # forget installations' compartments and code: {account, ids} (uninstalled, redeployed)
     BENCH = "bench"          # run one chain n times inside the engine (bench/run.py)

@@ -54,6 +54,14 @@ def take_upload(form: forms.Form, data: dict) -> bool:
     return True
 
 
+def typecheck_field() -> forms.BooleanField:
+    return forms.BooleanField(
+        required=False, initial=True, label="Check types",
+        help_text="TypeScript is type-checked against the SDK (GET /api/v1/sdk/middleware.d.ts), as tsc would "
+                  "with docs/plugin-example's tsconfig: a type error is marked at its line and refuses the "
+                  "source. JavaScript is only parsed.")
+
+
 def source_digest(source: str, language: str) -> str:
     """What the admin reviewed: a new source or language needs a new review before installing."""
     return hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()
@@ -78,6 +86,7 @@ class InstallForm(AccountChoiceMixin, forms.Form):
                                      "data-hub-editor": "source"}))
     upload = forms.FileField(required=False, label="…or upload a file",
                              help_text="A .ts or .js file; it replaces the pasted source and sets the language.")
+    typecheck = typecheck_field()
     grant = forms.MultipleChoiceField(choices=PERMISSION_CHOICES, required=False,
                                       widget=forms.CheckboxSelectMultiple, label="Grant permissions")
     reviewed = forms.CharField(required=False, widget=forms.HiddenInput)

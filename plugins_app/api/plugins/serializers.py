@@ -66,6 +66,10 @@ class InstallRequestSerializer(serializers.Serializer):
     grant = serializers.ListField(child=serializers.CharField(), required=False)
     catalog = serializers.CharField(required=False)
     settings = serializers.DictField(required=False)
+    typecheck = serializers.BooleanField(
+        required=False, default=False,
+        help_text="type-check a TypeScript source against GET /sdk/middleware.d.ts; 400 type_error with "
+                  "errors [{message, line, column}] when it does not")
 
     def validate(self, attrs):
         if "catalog" not in attrs and ("name" not in attrs or "source" not in attrs):
