@@ -22,7 +22,7 @@ from plugins_app.models import Installation
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.services.audit import queries
 from plugins_app.services.execution import execute as execution
-from plugins_app.services.execution import quarantine
+from plugins_app.services.execution import quarantine, tryit
 from plugins_app.services.observability import metrics, tracing
 from plugins_app.services.plugins import catalog, chains
 from plugins_app.services.plugins import installations as plugins
@@ -79,6 +79,17 @@ class HookExecuteView(AccountView):
         # The platform can tell the hub's chain time from the network's (and so can the bench).
         headers = {"Server-Timing": tracing.server_timing(chain_ms, result.trace), **span.response_headers()}
         return Response(s.execute_response(result, effects), headers=headers)
+
+
+class HookTryView(AccountView):
+    @body(s.TryRequestSerializer, responses=s.TryResponseSerializer,
+          summary="Try the account's chain for a hook on a sample, optionally with drafts swapped in; nothing is recorded")
+    def post(self, request, hook):
+        data = request.data if isinstance(request.data, dict) else None
+        if data is None or "context" not in data:
+            raise InvalidInput("context", "this field is required")
+        run = tryit.try_chain(self.account, hook, data["context"], data.get("versions"))
+        return Response(s.try_response(run))
 
 
 _PLUGIN_LIST = inline_serializer("PluginList", {"plugins": s.InstallationSerializer(many=True)})

@@ -52,6 +52,7 @@ class HandlerTrace:
     value: Any = None      # the hook's value after this handler; filled only when asked for
     quarantined_until: float | None = None   # set when it was skipped for a quarantine (epoch seconds)
     state_reset: str | None = None   # why its module state started afresh, when another's fault made it
+    at: JsonObject | None = None     # {"line", "column"} in the author's source where it failed
 
     @property
     def engine_restarted(self) -> bool:
