@@ -94,6 +94,7 @@ class TraceEntry(TypedDict, total=False):
     crash: str              # a CrashKind value when the handler cost its isolate
     stateReset: str         # why its module state is new: dropped or lost with an isolate (not its fault)
     context: JsonObject     # the value after this handler (traceValues only)
+    at: JsonObject | None   # {"line", "column"} in the compiled code where a thrown error was raised
 
 
 class RunResult(TypedDict, total=False):

@@ -5,6 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Installation, UsageDaily
+from plugins_app.runtime.web import positions
 from plugins_app.runtime.web.chain import ChainResult
 from plugins_app.services.execution import quarantine
 from plugins_app.services.observability import latency
@@ -41,6 +42,8 @@ class SourcePositionSerializer(serializers.Serializer):
     line = serializers.IntegerField()
     column = serializers.IntegerField()
     source = serializers.CharField(required=False, help_text="the file, when a bundle's own source map names one")
+    handler = serializers.BooleanField(required=False, help_text="true: where the handler is assigned (a timeout "
+                                                                 "or a malformed result has no line of its own)")
 
 
 class TryRequestSerializer(serializers.Serializer):
@@ -190,10 +193,16 @@ class HandlerWarningSerializer(serializers.ModelSerializer):
     plugin = serializers.CharField(source="plugin_slug")
     pluginVersion = serializers.IntegerField(source="plugin_version", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
+    at = serializers.SerializerMethodField(help_text="{line, column} in the author's source (handler: true when it "
+                                                     "is where the handler is assigned), as the message ends")
 
     class Meta:
         model = HandlerWarning
-        fields = ["id", "hook", "installationId", "plugin", "pluginVersion", "kind", "message", "createdAt"]
+        fields = ["id", "hook", "installationId", "plugin", "pluginVersion", "kind", "message", "at", "createdAt"]
+
+    @extend_schema_field(SourcePositionSerializer(allow_null=True))
+    def get_at(self, obj) -> dict | None:
+        return positions.read_back(obj.message)
 
 
 def execute_response(result: ChainResult, effects: list) -> dict:
