@@ -183,8 +183,13 @@ def _ts_type(f: Field) -> str:
     return text + " | null" if f.nullable else text
 
 
+def context_type_name(spec: HookSpec) -> str:
+    """The declared name of a hook's context type, e.g. TodoAddedContext."""
+    return f"{_pascal(spec.name)}Context"
+
+
 def _context(spec: HookSpec) -> str:
-    lines = [f"/** {spec.summary} */", f"interface {_pascal(spec.name)}Context {{"]
+    lines = [f"/** {spec.summary} */", f"interface {context_type_name(spec)} {{"]
     for f in spec.fields:
         lines.append(f"  readonly {f.name}{'?' if f.optional else ''}: {_ts_type(f)};")
     lines.append("}")
