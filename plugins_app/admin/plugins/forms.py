@@ -254,8 +254,10 @@ class TryItForm(AccountChoiceMixin, forms.Form):
         """A choice of version for each of the account's installations that has more than one: the
         try-run swaps the chosen ones in for their live code."""
         field = self.fields["account"]
-        account_id = self.data.get("account") if self.is_bound else (self.initial.get("account") or field.initial)
-        if not str(account_id or "").isdigit():
+        assert isinstance(field, forms.ModelChoiceField)   # narrowed to the accounts this admin edits
+        chosen = self.data.get("account") if self.is_bound else (self.initial.get("account") or field.initial)
+        account_id = str(chosen or "")
+        if not account_id.isdigit() or field.queryset is None:
             return
         account = field.queryset.filter(pk=int(account_id)).first()
         if account is None:

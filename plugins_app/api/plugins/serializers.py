@@ -41,14 +41,15 @@ class TraceEntrySerializer(serializers.Serializer):
 class SourcePositionSerializer(serializers.Serializer):
     line = serializers.IntegerField()
     column = serializers.IntegerField()
-    source = serializers.CharField(required=False, help_text="the file, when a bundle's own source map names one")
+    source = serializers.CharField(  # type: ignore[assignment]  # a field, not Field.source
+        required=False, help_text="the file, when a bundle's own source map names one")
     handler = serializers.BooleanField(required=False, help_text="true: where the handler is assigned (a timeout "
                                                                  "or a malformed result has no line of its own)")
 
 
 class TryRequestSerializer(serializers.Serializer):
     context = serializers.JSONField()  # type: ignore[assignment]  # a field, not Field.context
-    versions = serializers.JSONField(  # type: ignore[arg-type]
+    versions = serializers.JSONField(
         required=False, default=None,
         help_text='{"<installationId>": <version number>}: run these versions (drafts) in place of live code')
 
