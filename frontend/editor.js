@@ -165,6 +165,11 @@ function mount(textarea) {
     languageSelect.addEventListener("change", () => view.dispatch({ effects: language.reconfigure(modeFor()) }));
   }
 
+  if (textarea.dataset.goto) {   // opened from a failed handler's position: the cursor waits there
+    const at = JSON.parse(textarea.dataset.goto);
+    view.dispatch({ selection: { anchor: position(view.state.doc, at.line, at.column) }, scrollIntoView: true });
+    view.focus();
+  }
   const errors = JSON.parse(textarea.dataset.errors || "[]");
   if (errors.length) {
     view.dispatch(setDiagnostics(view.state, diagnostics(view.state.doc, errors)));

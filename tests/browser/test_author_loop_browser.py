@@ -119,6 +119,13 @@ def test_a_run_time_error_is_shown_at_its_ts_line(page, live_server, author, tmp
     assert excerpt.splitlines()[1].index("^") == len("9 | ") + column - 1
     assert f"(at line 9, column {column})" in page.locator(".hub-warning").inner_text()
     shoot(page, tmp_path, "try-error-line")
+    # The position opens that version as a new draft in the editor, the cursor at the failing column.
+    page.click(".hub-at-link")
+    page.locator(".hub-editor").wait_for()
+    assert page.evaluate("window.hubEditor.state.doc.toString()") == THROWS
+    head = page.evaluate("(() => { const v = window.hubEditor, at = v.state.selection.main.head,"
+                         " l = v.state.doc.lineAt(at); return [l.number, at - l.from + 1]; })()")
+    assert head == [9, column]
 
 
 def test_enter_after_a_starter_and_tools_completion(page, live_server, author):

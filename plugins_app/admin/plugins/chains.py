@@ -254,4 +254,4 @@ def _position_view(trace, version: int | None) -> dict:
     pad = "".join(c if c == "\t" else " " for c in text[:column - 1]).ljust(column - 1)
     return {"at": trace.at, "excerpt": f"{gutter}{text}\n{' ' * len(gutter)}{pad}^",
             "source_url": reverse("admin:plugins_app_pluginversion_installation", args=[trace.installation_id])
-            + f"?from={version}"}
+            + f"?from={version}&line={line}&column={column}#hub-draft"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -123,7 +124,12 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
         base = self._draft_base(request, installation, rows)
         if base is None:
             return DraftForm(initial={"language": installation.plugin.language})
-        return DraftForm(initial={"language": base.language, "source": base.source})
+        form = DraftForm(initial={"language": base.language, "source": base.source})
+        line, column = request.GET.get("line", ""), request.GET.get("column", "")
+        if line.isdigit():   # from a failed handler's position on the Try page: the editor opens there
+            form.fields["source"].widget.attrs["data-goto"] = json.dumps(
+                {"line": int(line), "column": int(column) if column.isdigit() else 1})
+        return form
 
     @staticmethod
     def _diff_context(request, rows) -> dict:
