@@ -350,9 +350,6 @@ class Engine:
 
     async def _compile(self, client: Client, message: JsonObject) -> None:
         reply = await self.compiler.compile(message)
-        # What TypeScript's isolate grew the process by (its library and SDK, parsed once for type
-        # checking) is nobody's plugin: a chain running meanwhile must not be put down for it.
-        self.memory.rebase()
         client.send(protocol.result(message.get("id"), **reply))
         if reply.get("restart"):
             os._exit(3)   # a probe left runaway work behind: start clean (the supervisor restarts us)
