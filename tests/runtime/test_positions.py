@@ -1,7 +1,7 @@
 """Run-time failures at the author's line: a thrown error, a timeout and a malformed result carry
 `at` (line and column of the TypeScript or JavaScript source) and say it in the warning."""
 
-from plugins_app.runtime.web import positions
+from plugins_app.runtime import positions
 
 from .conftest import PROMPT_CONTEXT
 
@@ -80,3 +80,18 @@ def test_the_vlq_decoder_follows_the_source_map_spec():
     assert mapped.original(2, 30) == {"line": 2, "column": 21}
     assert mapped.original(3, 1) is None
     assert mapped.hooks == {"systemPrompt": (3, 4)}
+
+
+def test_top_level_code_that_throws_at_install_is_refused_at_its_ts_line(pool):
+    source = ("interface A { x: number }\n\ntype B = string;\nconst a: A = { x: 1 };\n"
+              "if (a.x === 1) { throw new Error('top'); }\n"
+              "globalThis.middleware.systemPrompt = async (c: any) => c.systemPrompt;\n")
+    errors = pool.compile(source, "typescript")["errors"]
+    assert errors == [{"message": "Error: top", "line": 5, "column": column_of(source, 5, "new Error")}]
+
+
+def test_top_level_javascript_that_throws_is_refused_at_its_line(pool):
+    source = "\n\nnull.x;\nglobalThis.middleware.systemPrompt = async (c) => c.systemPrompt;"
+    error = pool.compile(source, "javascript")["errors"][0]
+    assert (error["line"], error["column"]) == (3, column_of(source, 3, ".x") + 1)
+    assert error["message"].startswith("TypeError: Cannot read properties of null")

@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Installation, UsageDaily
-from plugins_app.runtime.web import positions
+from plugins_app.runtime import positions
 from plugins_app.runtime.web.chain import ChainResult
 from plugins_app.services.execution import quarantine
 from plugins_app.services.observability import latency

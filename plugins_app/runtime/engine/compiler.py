@@ -12,6 +12,7 @@ from typing import cast
 from py_mini_racer import MiniRacer
 from py_mini_racer._exc import JSEvalException, JSOOMException
 
+from plugins_app.runtime import positions
 from plugins_app.runtime.engine import jsassets
 from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
 from plugins_app.runtime.protocol import JsonObject, Limits
@@ -23,7 +24,7 @@ TYPESCRIPT_MEMORY_MB = 768
 TYPECHECK_SECONDS = 10
 MAX_TYPE_ERRORS = 50
 # The compiled code's last line: a source map back to the author's source, with where each hook's
-# handler is assigned (runtime/web/positions.py reads it).
+# handler is assigned (runtime/positions.py reads it).
 SOURCE_MAP_PREFIX = "\n//# sourceMappingURL=data:application/json;base64,"
 
 
@@ -120,7 +121,7 @@ class Compiler:
             await self._drop_probe()
             return {"errors": [_error("top-level code ran out of memory")]}
         except JSEvalException as exc:
-            return {"errors": [_load_error(exc)]}
+            return {"errors": [_in_source(_load_error(exc), transpiled.get("sourceMap"))]}
         try:
             # Code scheduled as a microtask at load time (async IIFE) runs after the eval above.
             await self.probe.eval("1", LOAD_TIMEOUT_SECONDS)
@@ -151,6 +152,14 @@ def with_source_map(transpiled: JsonObject) -> str:
     return code.rstrip("\n") + SOURCE_MAP_PREFIX + encoded + "\n"
 
 
+def _in_source(error: JsonObject, source_map: JsonObject | None) -> JsonObject:
+    """A load error's line, in the transpiled code, led back to the TypeScript source's."""
+    if not source_map:
+        return error
+    found = positions.parse(source_map).original(int(error["line"]), int(error["column"]))
+    return {**error, "line": found["line"], "column": found["column"]} if found else error
+
+
 def _error(message: str) -> JsonObject:
     return {"message": message, "line": 1, "column": 1}
 
@@ -159,8 +168,12 @@ def _load_error(exc: JSEvalException) -> JsonObject:
     text = str(exc)
     first = text.splitlines()[0] if text else "error"
     # V8 reports "<anonymous>:LINE: Message" for top-level failures; keep the position.
-    line = 1
+    line, column = 1, 1
     parts = first.split(":", 2)
     if len(parts) == 3 and parts[1].strip().isdigit():
         line, first = int(parts[1]), parts[2].strip()
-    return {"message": first[:500], "line": line, "column": 1}
+    # That line is SES's evaluator's; the stack's first frame in the plugin's own code is the one meant.
+    frame = positions.PLUGIN_FRAME.search(text)
+    if frame:
+        line, column = int(frame.group(1)), int(frame.group(2))
+    return {"message": first[:500], "line": line, "column": column}

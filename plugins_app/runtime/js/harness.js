@@ -59,7 +59,7 @@
   // Where the plugin's own code was when it threw: the first stack frame of code evaluated in a
   // compartment ("eval at ..., <anonymous>:LINE:COLUMN"), in the compiled code's lines and columns
   // (Python maps them back to the author's source). Read once, guarded: the thrown value is the plugin's.
-  const PLUGIN_FRAME = /eval at [^\n]*, <anonymous>:(\d+):(\d+)\)?$/m;
+  const PLUGIN_FRAME = /eval at <anonymous> \(eval at [^\n]*, <anonymous>:(\d+):(\d+)\)?$/m;
   const thrownAt = (e) => {
     if (e === null || typeof e !== "object") return null;
     try {

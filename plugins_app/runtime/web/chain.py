@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from plugins_app.runtime import positions
 from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_CPU_MS
 from plugins_app.runtime.protocol import CrashKind, HostPlan, JsonObject, Op, RunRequest, RunResult, TraceEntry
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.tables.members import OFFERED_BY
-from plugins_app.runtime.web import positions
 from plugins_app.runtime.web.tier import EngineDown, Tier
 
 SESSION_HOP_LIMIT = 4   # host.session (peer messages) is offered up to this hop, not beyond

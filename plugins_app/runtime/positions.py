@@ -18,6 +18,8 @@ from plugins_app.runtime.protocol import JsonObject
 _INLINE_MAP = re.compile(r"//# sourceMappingURL=data:application/json(?:;charset=[\w-]+)?;base64,([A-Za-z0-9+/=]+)\s*$")
 _B64 = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
 MAP_TAIL_CHARS = 4 * 1024 * 1024   # where the map comment is looked for: the end of the code
+# A stack frame of a plugin's own code, as SES's compartment evaluates it (harness.js reads it the same way).
+PLUGIN_FRAME = re.compile(r"eval at <anonymous> \(eval at [^\n]*, <anonymous>:(\d+):(\d+)\)?$", re.MULTILINE)
 # A warning's position, as written by `described` (the warnings API reads it back into `at`).
 WARNING_AT = re.compile(r" \((?:at|handler at) line (\d+), column (\d+)(?: of ([^)]+))?\)$")
 
