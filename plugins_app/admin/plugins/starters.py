@@ -3,11 +3,10 @@ the SDK's declarations (GET /api/v1/sdk/middleware.d.ts)."""
 
 from __future__ import annotations
 
-import re
 from functools import cache
 
 from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
-from plugins_app.runtime.tables.sdk_types import _PRELUDE, HOST_MEMBERS, context_type_name
+from plugins_app.runtime.tables.sdk_types import HOST_MEMBERS, context_type_name, web_global_members, web_globals
 
 TS_TYPES = {"id": "string", "string": "string", "number": "number", "integer": "number", "boolean": "boolean",
             "string[]": "string[]", "id[]": "string[]"}
@@ -51,11 +50,6 @@ def starters() -> dict:
     return {hook: {"typescript": starter(hook, True), "javascript": starter(hook, False)} for hook in HOOK_NAMES}
 
 
-# A global the SDK declares: `declare var NAME: TYPE;`, `declare function NAME(...)...;`, `declare class NAME`.
-_GLOBAL = re.compile(r"^declare (var|function|class) (\w+)(.*?)(?: \{)?$", re.MULTILINE)
-_HIDDEN_GLOBALS = {"self", "global"}   # aliases of globalThis: nothing to complete through them
-
-
 @cache
 def completions() -> dict:
     """What the editor completes, from the same tables as GET /api/v1/sdk/middleware.d.ts: hook names
@@ -68,25 +62,7 @@ def completions() -> dict:
         "tools": [{"label": "cancel", "detail": "cancel(reason?: string): CancelToken",
                    "info": "Veto this hook: return the token. The reason is cut to 500 characters."}],
         "host": [{"path": m.path, "detail": m.signature, "info": m.doc} for m in HOST_MEMBERS],
-        "globals": [{"label": name, "type": {"var": "variable", "function": "function", "class": "class"}[kind],
-                     "detail": (name + rest.rstrip(";")).strip().removesuffix(":") + (" {…}" if rest.endswith(":") else "")}
-                    for kind, name, rest in _GLOBAL.findall(_PRELUDE) if name not in _HIDDEN_GLOBALS],
-        "members": _global_members(),
+        "globals": web_globals(),
+        "members": web_global_members(),
     }
 
-
-# `declare var NAME: {` ... `};` in the SDK, and its members one indent in (console.log, crypto.randomUUID).
-_OBJECT_GLOBAL = re.compile(r"^declare var (\w+): \{\n(.*?)\n\};", re.MULTILINE | re.DOTALL)
-_MEMBER = re.compile(r"^  (?:readonly )?(\w+)(.*)$")
-
-
-def _global_members() -> dict[str, list[dict]]:
-    found: dict[str, list[dict]] = {}
-    for name, body in _OBJECT_GLOBAL.findall(_PRELUDE):
-        for line in body.splitlines():
-            for part in line.split("; ") if line.startswith("  ") and not line.startswith("   ") else ():
-                member = _MEMBER.match(part if part.startswith("  ") else "  " + part)
-                if member and not member.group(1).startswith("__"):
-                    found.setdefault(name, []).append({"label": member.group(1),
-                                                       "detail": (member.group(1) + member.group(2)).rstrip(";").replace("{", "{…}")})
-    return found

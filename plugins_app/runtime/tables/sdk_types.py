@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -176,6 +177,37 @@ declare var crypto: {
   };
 };
 """
+
+
+# A global the prelude declares: `declare var NAME: TYPE;`, `declare function NAME(...)...;`, `declare class NAME`;
+# and the members of `declare var NAME: {` ... `};` one indent in (console.log, crypto.randomUUID).
+_GLOBAL = re.compile(r"^declare (var|function|class) (\w+)(.*?)(?: \{)?$", re.MULTILINE)
+_OBJECT_GLOBAL = re.compile(r"^declare var (\w+): \{\n(.*?)\n\};", re.MULTILINE | re.DOTALL)
+_MEMBER = re.compile(r"^(?:readonly )?(\w+)(.*)$")
+_ALIASES = {"self", "global"}   # names of globalThis: nothing to list through them
+_KINDS = {"var": "variable", "function": "function", "class": "class"}
+
+
+def web_globals() -> list[dict]:
+    """The web globals the SDK declares, for the editor's completion: label, kind, declaration."""
+    return [{"label": name, "type": _KINDS[kind],
+             "detail": (name + rest.rstrip(";")).strip().removesuffix(":") + (" {…}" if rest.endswith(":") else "")}
+            for kind, name, rest in _GLOBAL.findall(_PRELUDE) if name not in _ALIASES]
+
+
+def web_global_members() -> dict[str, list[dict]]:
+    """The members of the object globals the SDK declares (console, crypto), for the editor's completion."""
+    found: dict[str, list[dict]] = {}
+    for name, body in _OBJECT_GLOBAL.findall(_PRELUDE):
+        for line in body.splitlines():
+            if not line.startswith("  ") or line.startswith("   "):
+                continue   # a comment's continuation or a nested object's member
+            for part in line.strip().split("; "):
+                member = _MEMBER.match(part)
+                if member:
+                    found.setdefault(name, []).append({"label": member.group(1), "detail": (
+                        member.group(1) + member.group(2)).rstrip(";").replace("{", "{…}")})
+    return found
 
 
 def _ts_type(f: Field) -> str:

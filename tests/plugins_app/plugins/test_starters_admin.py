@@ -25,10 +25,11 @@ def test_each_typescript_starter_type_checks_with_the_sdks_types(hook):
 
 def test_the_completion_table_covers_tools_host_and_web_globals():
     from plugins_app.admin.plugins.starters import completions
-    from plugins_app.runtime.tables.sdk_types import HOST_MEMBERS
+    from plugins_app.runtime.tables.sdk_types import HOST_MEMBERS, middleware_d_ts
 
     table = completions()
     assert [t["label"] for t in table["tools"]] == ["cancel"]
+    assert f"  {table['tools'][0]['detail']};" in middleware_d_ts()   # the SDK's own signature
     assert set(table["cancellable"]) == {name for name, spec in HOOKS.items() if spec.cancellable}
     assert {h["path"] for h in table["host"]} == {m.path for m in HOST_MEMBERS} and "config" in {
         h["path"] for h in table["host"]}
