@@ -188,16 +188,16 @@ _ALIASES = {"self", "global"}   # names of globalThis: nothing to list through t
 _KINDS = {"var": "variable", "function": "function", "class": "class"}
 
 
-def web_globals() -> list[dict]:
+def web_globals() -> list[dict[str, str]]:
     """The web globals the SDK declares, for the editor's completion: label, kind, declaration."""
     return [{"label": name, "type": _KINDS[kind],
              "detail": (name + rest.rstrip(";")).strip().removesuffix(":") + (" {…}" if rest.endswith(":") else "")}
             for kind, name, rest in _GLOBAL.findall(_PRELUDE) if name not in _ALIASES]
 
 
-def web_global_members() -> dict[str, list[dict]]:
+def web_global_members() -> dict[str, list[dict[str, str]]]:
     """The members of the object globals the SDK declares (console, crypto), for the editor's completion."""
-    found: dict[str, list[dict]] = {}
+    found: dict[str, list[dict[str, str]]] = {}
     for name, body in _OBJECT_GLOBAL.findall(_PRELUDE):
         for line in body.splitlines():
             if not line.startswith("  ") or line.startswith("   "):
