@@ -1,6 +1,8 @@
-// The plugin source editor: CodeMirror 6 with JavaScript/TypeScript highlighting, line numbers, the
-// compile errors marked at their line and column, and a starter template per hook. The textarea it
-// replaces stays in the form and is kept in sync, so the page works the same without JavaScript.
+// The plugin source editor (install and draft pages): CodeMirror 6 with JavaScript/TypeScript
+// highlighting, line numbers, the compile and type errors marked at their line and column, completion
+// from the SDK's tables, a starter template per hook and, on the draft page, a line diff against the
+// live source. The textarea it replaces stays in the form and is kept in sync, so the page works the
+// same without JavaScript.
 import { basicSetup, EditorView } from "codemirror";
 import { javascript, javascriptLanguage } from "@codemirror/lang-javascript";
 import { Compartment, EditorState } from "@codemirror/state";
@@ -25,8 +27,20 @@ function diagnostics(doc, errors) {
   });
 }
 
-// Completes hook names after `middleware.`, the hook's context fields after `c.` (or `context.`, `ctx.`)
-// and host members after `host.`, from the table the page embeds (the d.ts's own sources).
+// The handler the cursor is in: the last `middleware.<hook> = (<context>, <tools>) =>` before it.
+function enclosingHandler(before) {
+  const found = [...before.matchAll(/middleware(?:\.(\w+)|\[["'](\w+)["']\])\s*=\s*(?:async\s*)?(?:function\s*\w*\s*)?\(?\s*(\w+)?(?:\s*:[^,)]*)?(?:\s*,\s*(\w+))?/g)];
+  if (!found.length) return null;
+  const last = found[found.length - 1];
+  return { hook: last[1] || last[2], context: last[3] || "c", tools: last[4] || "tools" };
+}
+
+const option = (item, type) => ({ label: item.label, type: item.type || type, detail: item.detail, info: item.info });
+
+// Completes hook names after `middleware.`; the hook's context fields after its context parameter (or
+// `c.`, `ctx.`, `context.`); `tools.cancel` in cancellable hooks; host members after `host.` with their
+// signatures; the members of `console.` and `crypto.`; and the web globals at the start of a word. All
+// from the table the page embeds (the same sources as middleware.d.ts).
 function hubCompletions(table) {
   return (context) => {
     const hook = context.matchBefore(/middleware\.\w*/);
@@ -50,17 +64,75 @@ function hubCompletions(table) {
       }
       return { from: host.from + "host.".length + parent.length, validFor: /^\w*$/, options: [...seen.values()] };
     }
-    const field = context.matchBefore(/\b(?:c|ctx|context)\.\w*/);
-    if (field) {
-      const before = context.state.sliceDoc(0, context.pos);
-      const hooks = [...before.matchAll(/middleware\.(\w+)\s*=/g)];
-      const fields = hooks.length ? table.fields[hooks[hooks.length - 1][1]] : null;
-      if (!fields) return null;
-      return { from: field.from + field.text.indexOf(".") + 1, validFor: /^\w*$/,
-               options: fields.map((f) => ({ label: f.label, type: "property", detail: f.detail })) };
+    const dotted = context.matchBefore(/\b[A-Za-z_$][\w$]*\.\w*/);
+    if (dotted) {
+      const owner = dotted.text.slice(0, dotted.text.indexOf("."));
+      const from = dotted.from + owner.length + 1;
+      const handler = enclosingHandler(context.state.sliceDoc(0, context.pos));
+      if (handler && owner === handler.tools) {
+        return (table.cancellable || []).includes(handler.hook)
+          ? { from, validFor: /^\w*$/, options: (table.tools || []).map((t) => option(t, "method")) }
+          : null;   // a hook that can't be cancelled gets no tools
+      }
+      const fields = handler && table.fields[handler.hook];
+      if (fields && (owner === handler.context || ["c", "ctx", "context"].includes(owner))) {
+        return { from, validFor: /^\w*$/, options: fields.map((f) => option(f, "property")) };
+      }
+      const members = (table.members || {})[owner];
+      if (members) return { from, validFor: /^\w*$/, options: members.map((m) => option(m, "method")) };
+      return null;
+    }
+    const word = context.matchBefore(/(?:^|[^\w$.])[A-Za-z_$][\w$]*$/);
+    if (word && table.globals && (context.explicit || word.text.trim().length >= 2)) {
+      const start = word.from + word.text.search(/[A-Za-z_$]/);
+      return { from: start, validFor: /^[\w$]*$/, options: table.globals.map((g) => option(g, "variable")) };
     }
     return null;
   };
+}
+
+// A line diff (longest common subsequence) of the live source and the editor's: "-" lines only in
+// live, "+" lines only in the draft. Large sources are compared by their changed middle only.
+function lineDiff(before, after) {
+  const a = before.split("\n"), b = after.split("\n");
+  let head = 0;
+  while (head < a.length && head < b.length && a[head] === b[head]) head++;
+  let tail = 0;
+  while (tail < a.length - head && tail < b.length - head && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
+  const x = a.slice(head, a.length - tail), y = b.slice(head, b.length - tail);
+  if (x.length * y.length > 4_000_000) {
+    return [...x.map((t) => ["-", t]), ...y.map((t) => ["+", t])];
+  }
+  const n = x.length, m = y.length, lcs = new Uint32Array((n + 1) * (m + 1));
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) {
+      lcs[i * (m + 1) + j] = x[i] === y[j] ? lcs[(i + 1) * (m + 1) + j + 1] + 1
+        : Math.max(lcs[(i + 1) * (m + 1) + j], lcs[i * (m + 1) + j + 1]);
+    }
+  }
+  const out = [];
+  let i = 0, j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && x[i] === y[j]) { i++; j++; }
+    else if (j < m && (i === n || lcs[i * (m + 1) + j + 1] >= lcs[(i + 1) * (m + 1) + j])) out.push(["+", y[j++], head + j]);
+    else out.push(["-", x[i++], head + i]);
+  }
+  return out;
+}
+
+function showDiff(view, live, target) {
+  const changes = lineDiff(live, view.state.doc.toString());
+  target.replaceChildren();
+  if (!changes.length) {
+    target.textContent = "The draft is the same as the live source.";
+  }
+  for (const [sign, text, line] of changes) {
+    const row = document.createElement("div");
+    row.className = sign === "+" ? "hub-add" : "hub-del";
+    row.textContent = `${sign} ${String(line).padStart(4)} | ${text}`;
+    target.appendChild(row);
+  }
+  target.hidden = false;
 }
 
 function mount(textarea) {
@@ -93,6 +165,11 @@ function mount(textarea) {
     languageSelect.addEventListener("change", () => view.dispatch({ effects: language.reconfigure(modeFor()) }));
   }
 
+  if (textarea.dataset.goto) {   // opened from a failed handler's position: the cursor waits there
+    const at = JSON.parse(textarea.dataset.goto);
+    view.dispatch({ selection: { anchor: position(view.state.doc, at.line, at.column) }, scrollIntoView: true });
+    view.focus();
+  }
   const errors = JSON.parse(textarea.dataset.errors || "[]");
   if (errors.length) {
     view.dispatch(setDiagnostics(view.state, diagnostics(view.state.doc, errors)));
@@ -118,6 +195,13 @@ function mount(textarea) {
       picker.value = "";
       view.focus();
     });
+  }
+  const liveSource = document.getElementById("hub-live-source");
+  const diffButton = document.getElementById("hub-diff-live");
+  const diffTarget = document.getElementById("hub-live-diff");
+  if (liveSource && diffButton && diffTarget) {
+    const live = JSON.parse(liveSource.textContent);
+    diffButton.addEventListener("click", () => showDiff(view, live, diffTarget));
   }
   window.hubEditor = view;   // for tests and the browser console
 }

@@ -62,6 +62,16 @@ class CompileFailed(HubError):
             errors=errors)
 
 
+class TypeCheckFailed(CompileFailed):
+    """The source transpiles but does not type-check against the SDK (asked for with "typecheck": true)."""
+
+    default_code = "type_error"
+
+    def __init__(self, errors: list[dict]):
+        HubError.__init__(self, f"the plugin does not type-check: line {errors[0]['line']}, column "
+                                f"{errors[0]['column']}: {errors[0]['message']}", errors=errors)
+
+
 class PlatformError(HubError):
     """The platform bridge is not configured, or the platform did not answer with a 2xx."""
 

@@ -14,6 +14,7 @@ urlpatterns = [
     path("ping", views.PingView.as_view(), name="ping"),
     path("hooks", views.HookListView.as_view(), name="hook-list"),
     path("hooks/<str:hook>/execute", views.HookExecuteView.as_view(), name="hook-execute"),
+    path("hooks/<str:hook>/try", views.HookTryView.as_view(), name="hook-try"),
     path("plugins", views.PluginListView.as_view(), name="plugin-list"),
     path("plugins/<str:installation_id>", views.PluginDetailView.as_view(), name="plugin-detail"),
     path("plugins/<str:installation_id>/grant", views.PluginGrantView.as_view(), name="plugin-grant"),

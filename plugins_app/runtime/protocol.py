@@ -17,7 +17,7 @@ class Op(str, enum.Enum):
     """What a frame on the engine socket is. Requests go to the engine; the rest come back."""
 
     RUN = "run"              # run one chain (RunRequest)
-    COMPILE = "compile"      # transpile and probe a plugin's source
+    COMPILE = "compile"      # transpile (type-check when "typecheck") and probe a plugin's source
     PING = "ping"            # is the engine there; what it holds
     UNLOAD = "unload"        # forget installations' compartments and code: {account, ids} (uninstalled, redeployed)
     BENCH = "bench"          # run one chain n times inside the engine (bench/run.py)
@@ -94,6 +94,7 @@ class TraceEntry(TypedDict, total=False):
     crash: str              # a CrashKind value when the handler cost its isolate
     stateReset: str         # why its module state is new: dropped or lost with an isolate (not its fault)
     context: JsonObject     # the value after this handler (traceValues only)
+    at: JsonObject | None   # {"line", "column"} in the compiled code where a thrown error was raised
 
 
 class RunResult(TypedDict, total=False):

@@ -76,3 +76,9 @@ def execute(live_server, raw_key, hook, context):
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"{}")
+
+
+def set_editor(page, text):
+    """Replace the code editor's whole text, as a paste would (the textarea behind it follows)."""
+    page.evaluate("(text) => { const v = window.hubEditor; "
+                  "v.dispatch({ changes: { from: 0, to: v.state.doc.length, insert: text } }); }", text)

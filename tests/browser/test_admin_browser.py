@@ -25,6 +25,7 @@ def install_through_the_form(page, live_server, name, source):
     page.select_option("#id_language", "javascript")
     type_source(page, source)
     page.click("input[name=_check]")
+    page.locator(".hub-review").wait_for()   # count() does not wait for the checked page
     assert page.locator(".hub-review").get_by_text("systemPrompt").count() == 1
     page.click("input[name=_install]")
     page.wait_for_selector(".messagelist .success")

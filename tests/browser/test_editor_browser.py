@@ -21,7 +21,7 @@ def test_the_editor_marks_a_compile_error_at_its_line_and_column(page, live_serv
     page.fill("#id_name", "Todo tidy")
     page.select_option("#hub-starter", "todoAdded")
     editor = page.locator(".hub-editor")
-    assert "globalThis.middleware.todoAdded = async (c: { sessionId: string; texts: string[] }" in editor.inner_text()
+    assert "globalThis.middleware.todoAdded = async (c: TodoAddedContext, tools: Tools) => {" in editor.inner_text()
     assert page.locator(".cm-lineNumbers .cm-gutterElement").filter(has_text="5").count() == 1
     assert editor.locator("span[class^='ͼ']").count() > 5       # highlighted tokens
     page.locator(".cm-content").click()

@@ -7,7 +7,7 @@ from accounts import services
 from accounts.models import Account, ApiKey
 from plugins_app.services.plugins import installations as plugins
 
-from .conftest import PASSWORD, execute, log_in
+from .conftest import PASSWORD, execute, log_in, set_editor
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -36,7 +36,9 @@ def test_an_admin_deploys_a_draft_and_rolls_it_back(page, live_server):
     page.get_by_text("Version 1 is live").click()
     page.wait_for_selector("#hub-versions")
     page.select_option("#id_language", "javascript")
-    page.fill("#id_source", appender("-v2"))
+    # The draft editor starts from the live source; replace it.
+    assert page.evaluate("window.hubEditor.state.doc.toString()") == appender("-v1")
+    set_editor(page, appender("-v2"))
     page.fill("#id_note", "a louder greeting")
     page.click("#hub-draft input[type=submit]")
     page.wait_for_selector(".messagelist .success")

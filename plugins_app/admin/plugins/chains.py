@@ -16,8 +16,8 @@ from django.utils.html import format_html, format_html_join
 from plugins_app.admin.plugins.forms import TryItForm
 from plugins_app.admin.scoping import AccountScopedAdmin, editable_accounts
 from plugins_app.admin.versions.diff import as_text, diff_html
-from plugins_app.errors import HubError, InvalidInput
-from plugins_app.models import ChainEntry, Installation
+from plugins_app.errors import HubError, InvalidInput, NotFound
+from plugins_app.models import ChainEntry, Installation, PluginVersion
 from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
 from plugins_app.services.execution import tryit
 from plugins_app.services.plugins import admin_ops
@@ -179,15 +179,19 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
         initial = {"hook": hook}
         if request.GET.get("account", "").isdigit():
             initial["account"] = int(request.GET["account"])
+        # "Try this draft" on the Versions page links here with version_<installation id>=<n>.
+        initial.update({k: v for k, v in request.GET.items() if k.startswith("version_") and v.isdigit()})
         form = TryItForm(request.POST or None, initial=initial, request=request, hook=hook)
         run = None
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             try:
                 context = tryit.parse_context(data["context"]) if form.uses_json() else form.context_value()
-                run = tryit.try_chain(data["account"], data["hook"], context)
+                run = tryit.try_chain(data["account"], data["hook"], context, form.chosen_versions())
             except InvalidInput as exc:
                 form.add_context_error(exc)
+            except NotFound as exc:   # a version deleted meanwhile
+                form.add_error(None, str(exc.detail))
         names = _installation_names(run)
         context = {
             **self.admin_site.each_context(request),
@@ -196,7 +200,7 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
             "form": form,
             "run": run,
             "spec": HOOKS[run.hook] if run else None,
-            "steps": [_step_view(step, names) for step in run.steps] if run else [],
+            "steps": [_step_view(step, names, run.versions) for step in run.steps] if run else [],
             "cancelled_by_name": names.get(_cancelling_installation(run)) if run else None,
             "show_total": bool(run) and sum(1 for step in run.steps if step.trace.changed) > 1,
             "total": diff_html(run.before, run.after) if run else "",
@@ -224,7 +228,7 @@ def _cancelling_installation(run):
     return next((str(s.trace.installation_id) for s in run.steps if s.trace.status == "cancelled"), None)
 
 
-def _step_view(step: tryit.Step, names: dict) -> dict:
+def _step_view(step: tryit.Step, names: dict, tried: dict) -> dict:
     trace = step.trace
     return {
         "plugin": trace.plugin, "name": names.get(str(trace.installation_id), trace.plugin),
@@ -232,4 +236,22 @@ def _step_view(step: tryit.Step, names: dict) -> dict:
         "duration_ms": trace.duration_ms, "changed": trace.changed, "warning": trace.warning,
         "logs": trace.logs, "cancel_reason": step.cancel_reason,
         "diff": diff_html(step.before, step.after),
+        "version": step.version, "drafted": str(trace.installation_id) in tried,
+        **_position_view(trace, step.version),
     }
+
+
+def _position_view(trace, version: int | None) -> dict:
+    """Where in its author's source a handler failed: the line, with a caret under the column."""
+    if not trace.at or version is None:
+        return {}
+    source = (PluginVersion.objects.filter(installation_id=int(trace.installation_id), number=version)
+              .values_list("source", flat=True).first()) or ""
+    lines = source.splitlines()
+    line, column = trace.at["line"], trace.at["column"]
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    gutter = f"{line} | "
+    pad = "".join(c if c == "\t" else " " for c in text[:column - 1]).ljust(column - 1)
+    return {"at": trace.at, "excerpt": f"{gutter}{text}\n{' ' * len(gutter)}{pad}^",
+            "source_url": reverse("admin:plugins_app_pluginversion_installation", args=[trace.installation_id])
+            + f"?from={version}&line={line}&column={column}#hub-draft"}

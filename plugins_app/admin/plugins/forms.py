@@ -62,6 +62,14 @@ def take_upload(form: forms.Form, data: dict) -> bool:
     return True
 
 
+def typecheck_field() -> forms.BooleanField:
+    return forms.BooleanField(
+        required=False, initial=True, label="Check types",
+        help_text="TypeScript is type-checked against the SDK (GET /api/v1/sdk/middleware.d.ts), as tsc would "
+                  "with docs/plugin-example's tsconfig: a type error is marked at its line and refuses the "
+                  "source. JavaScript is only parsed.")
+
+
 def source_digest(source: str, language: str) -> str:
     """What the admin reviewed: a new source or language needs a new review before installing."""
     return hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()
@@ -86,6 +94,7 @@ class InstallForm(AccountChoiceMixin, forms.Form):
                                      "data-hub-editor": "source"}))
     upload = forms.FileField(required=False, label="…or upload a file",
                              help_text="A .ts or .js file; it replaces the pasted source and sets the language.")
+    typecheck = typecheck_field()
     grant = GrantField(choices=PERMISSION_CHOICES, required=False,
                                       widget=forms.CheckboxSelectMultiple, label="Grant permissions")
     reviewed = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -183,6 +192,7 @@ class InstallationChangeForm(SchemaSettingsMixin, forms.ModelForm):
 LONG_TEXT = {"systemPrompt", "text", "prompt", "content", "output", "errorOutput", "trailingText", "message",
              "command"}
 CTX = "ctx_"
+VERSION = "version_"
 
 
 def _context_field(f) -> forms.Field:
@@ -246,6 +256,38 @@ class TryItForm(AccountChoiceMixin, forms.Form):
         if self.is_bound and (self.data.get("context") or "").strip():
             for f in self.spec.fields:
                 self.fields[CTX + f.name].required = False
+        self._add_version_fields()
+
+    def _add_version_fields(self) -> None:
+        """A choice of version for each of the account's installations that has more than one: the
+        try-run swaps the chosen ones in for their live code."""
+        field = self.fields["account"]
+        assert isinstance(field, forms.ModelChoiceField)   # narrowed to the accounts this admin edits
+        chosen = self.data.get("account") if self.is_bound else (self.initial.get("account") or field.initial)
+        account_id = str(chosen or "")
+        if not account_id.isdigit() or field.queryset is None:
+            return
+        account = field.queryset.filter(pk=int(account_id)).first()
+        if account is None:
+            return
+        for installation in (Installation.objects.filter(account=account).select_related("plugin")
+                             .prefetch_related("versions").order_by("pk")):
+            numbers = sorted((v.number for v in installation.versions.all()), reverse=True)
+            if len(numbers) < 2:
+                continue
+            live = installation.live_version
+            self.fields[f"{VERSION}{installation.pk}"] = forms.TypedChoiceField(
+                coerce=int, empty_value=None, required=False, label=installation.plugin.name,
+                choices=[("", f"live (version {live})")] + [(n, f"version {n}") for n in numbers if n != live],
+                help_text="Try a draft in this installation's place; nothing that runs changes.")
+
+    def version_fields(self):
+        return [self[name] for name in self.fields if name.startswith(VERSION)]
+
+    def chosen_versions(self) -> dict[str, int]:
+        """{installation id: version} for the versions chosen in place of live code."""
+        return {name.removeprefix(VERSION): value for name, value in self.cleaned_data.items()
+                if name.startswith(VERSION) and value is not None}
 
     def context_fields(self):
         return [self[CTX + f.name] for f in self.spec.fields]

@@ -203,14 +203,14 @@ class InstallationAdmin(AccountScopedAdmin):
                 if "_install" in request.POST and form.was_reviewed():
                     installation = plugins.install_plugin(
                         data["account"], name=data["name"], source=data["source"], language=data["language"],
-                        description=data["description"], grant=data["grant"])
+                        description=data["description"], grant=data["grant"], typecheck=data["typecheck"])
                     self.log_addition(request, installation, [{"added": {}}])
                     messages.success(request, f"Installed {installation.plugin.name} in {installation.account}: "
                                               f"it now runs at the end of the {', '.join(installation.plugin.hooks)} "
                                               f"chain{'s' if len(installation.plugin.hooks) > 1 else ''}.")
                     return HttpResponseRedirect(reverse("admin:plugins_app_installation_change",
                                                         args=[installation.pk]))
-                compiled = plugins.compile_source(data["source"], data["language"])
+                compiled = plugins.compile_source(data["source"], data["language"], typecheck=data["typecheck"])
                 form.show_compiled(compiled)
                 if "_install" in request.POST:
                     messages.warning(request, "The source changed since it was checked: review the hooks and "

@@ -1,8 +1,12 @@
-"""Starter sources per hook for the install page's editor, written from the hook table."""
+"""Starter sources per hook for the code editor, and what it completes, written from the hook table and
+the SDK's declarations (GET /api/v1/sdk/middleware.d.ts)."""
 
 from __future__ import annotations
 
+from functools import cache
+
 from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
+from plugins_app.runtime.tables.sdk_types import HOST_MEMBERS, context_type_name, web_global_members, web_globals
 
 TS_TYPES = {"id": "string", "string": "string", "number": "number", "integer": "number", "boolean": "boolean",
             "string[]": "string[]", "id[]": "string[]"}
@@ -29,25 +33,36 @@ def _body(spec) -> list[str]:
 
 
 def starter(hook: str, typescript: bool) -> str:
+    """A handler typed with the SDK's own names (`TodoAddedContext`, `Tools`), which the type check and a
+    local tsc with middleware.d.ts resolve; JavaScript gets the same in a JSDoc comment."""
     spec = HOOKS[hook]
     context = "; ".join(f"{f.name}{'?' if f.optional else ''}: {_ts_type(f)}" for f in spec.fields)
-    head = [f"// {spec.summary}", f"// Handlers return {spec.returns()}."]
-    signature = (f"async (c: {{ {context} }}, tools: any) => {{" if typescript
-                 else f"async (c, tools) => {{   // c: {{ {context} }}")
-    return "\n".join(head + [f"globalThis.middleware.{hook} = {signature}", *_body(spec), "};", ""])
+    head = [f"// {spec.summary}", f"// Handlers return {spec.returns()}.", f"// c: {{ {context} }}"]
+    if typescript:
+        lines = [f"globalThis.middleware.{hook} = async (c: {context_type_name(spec)}, tools: Tools) => {{"]
+    else:
+        lines = [f"/** @param {{{context_type_name(spec)}}} c @param {{Tools}} tools */",
+                 f"globalThis.middleware.{hook} = async (c, tools) => {{"]
+    return "\n".join(head + lines + [*_body(spec), "};", ""])
 
 
 def starters() -> dict:
     return {hook: {"typescript": starter(hook, True), "javascript": starter(hook, False)} for hook in HOOK_NAMES}
 
 
+@cache
 def completions() -> dict:
     """What the editor completes, from the same tables as GET /api/v1/sdk/middleware.d.ts: hook names
-    after `middleware.`, the hook's context fields after `c.`, host members after `host.`."""
-    from plugins_app.runtime.tables.sdk_types import HOST_MEMBERS
-
+    after `middleware.`, the hook's context fields after its context parameter, `tools.cancel` in
+    cancellable hooks, host members after `host.` (with their signatures), and the web globals."""
     return {
         "hooks": [{"label": name, "detail": spec.returns(), "info": spec.summary} for name, spec in HOOKS.items()],
         "fields": {name: [{"label": f.name, "detail": _ts_type(f)} for f in spec.fields] for name, spec in HOOKS.items()},
+        "cancellable": [name for name, spec in HOOKS.items() if spec.cancellable],
+        "tools": [{"label": "cancel", "detail": "cancel(reason?: string): CancelToken",
+                   "info": "Veto this hook: return the token. The reason is cut to 500 characters."}],
         "host": [{"path": m.path, "detail": m.signature, "info": m.doc} for m in HOST_MEMBERS],
+        "globals": web_globals(),
+        "members": web_global_members(),
     }
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -12,6 +13,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from plugins_app.admin.plugins.starters import completions, starters
 from plugins_app.admin.scoping import ReadOnlyAccountScopedAdmin, admin_account_ids, is_operator
 from plugins_app.admin.versions.forms import DraftForm
 from plugins_app.errors import CompileFailed, HubError
@@ -100,12 +102,34 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
             "installation": installation,
             "versions": rows,
             "may_deploy": may_deploy(request, installation) and not installation.plugin.is_official,
-            "draft_form": draft_form or DraftForm(initial={"language": installation.plugin.language}),
+            "draft_form": draft_form or self._draft_form(request, installation, rows),
+            "draft_base": self._draft_base(request, installation, rows),
+            "live_source": next((v.source for v in rows if v.number == installation.live_version), ""),
+            "starters": starters(),
+            "completions": completions(),
             "deploys": versions.deploy_history(installation)[:50],
             "shadow": shadow.report(installation.account, installation.pk),
             **self._diff_context(request, rows),
         }
         return TemplateResponse(request, "admin/plugins_app/pluginversion/history.html", context)
+
+    @staticmethod
+    def _draft_base(request, installation: Installation, rows) -> PluginVersion | None:
+        """The version a new draft starts from: ?from=<n>, else the live one."""
+        wanted = request.GET.get("from", "")
+        by_number = {str(v.number): v for v in rows}
+        return by_number.get(wanted) or by_number.get(str(installation.live_version)) or (rows[0] if rows else None)
+
+    def _draft_form(self, request, installation: Installation, rows) -> DraftForm:
+        base = self._draft_base(request, installation, rows)
+        if base is None:
+            return DraftForm(initial={"language": installation.plugin.language})
+        form = DraftForm(initial={"language": base.language, "source": base.source})
+        line, column = request.GET.get("line", ""), request.GET.get("column", "")
+        if line.isdigit():   # from a failed handler's position on the Try page: the editor opens there
+            form.fields["source"].widget.attrs["data-goto"] = json.dumps(
+                {"line": int(line), "column": int(column) if column.isdigit() else 1})
+        return form
 
     @staticmethod
     def _diff_context(request, rows) -> dict:
@@ -129,7 +153,8 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
             data = form.cleaned_data
             try:
                 version = versions.create_draft(installation.account, installation.pk, source=data["source"],
-                                                language=data["language"], note=data["note"])
+                                                language=data["language"], note=data["note"],
+                                                typecheck=data["typecheck"])
             except CompileFailed as exc:
                 form.add_compile_errors(exc.extra["errors"])
             except HubError as exc:

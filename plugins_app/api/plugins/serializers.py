@@ -5,6 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Installation, UsageDaily
+from plugins_app.runtime import positions
 from plugins_app.runtime.web.chain import ChainResult
 from plugins_app.services.execution import quarantine
 from plugins_app.services.observability import latency
@@ -37,6 +38,47 @@ class TraceEntrySerializer(serializers.Serializer):
     warning = serializers.CharField(allow_null=True)
 
 
+class SourcePositionSerializer(serializers.Serializer):
+    line = serializers.IntegerField()
+    column = serializers.IntegerField()
+    source = serializers.CharField(  # type: ignore[assignment]  # a field, not Field.source
+        required=False, help_text="the file, when a bundle's own source map names one")
+    handler = serializers.BooleanField(required=False, help_text="true: where the handler is assigned (a timeout "
+                                                                 "or a malformed result has no line of its own)")
+
+
+class TryRequestSerializer(serializers.Serializer):
+    context = serializers.JSONField()  # type: ignore[assignment]  # a field, not Field.context
+    versions = serializers.JSONField(
+        required=False, default=None,
+        help_text='{"<installationId>": <version number>}: run these versions (drafts) in place of live code')
+
+
+class TryStepSerializer(serializers.Serializer):
+    installationId = serializers.CharField()
+    plugin = serializers.CharField()
+    # Plain strings here: the same choices as the execute trace's, named once in the schema (there).
+    status = serializers.CharField(help_text="as in the execute trace: ran, cancelled, error, timeout, ...")
+    changed = serializers.BooleanField()
+    durationMs = serializers.FloatField()
+    warning = serializers.CharField(allow_null=True)
+    version = serializers.IntegerField(allow_null=True, help_text="the version that ran")
+    before = serializers.JSONField(help_text="the hook's value before this handler")
+    after = serializers.JSONField(help_text="the hook's value after it")
+    at = SourcePositionSerializer(allow_null=True, help_text="where in the author's source it failed")
+    logs = serializers.ListField(child=serializers.DictField())
+
+
+class TryResponseSerializer(serializers.Serializer):
+    hook = serializers.CharField()
+    outcome = serializers.CharField(help_text="unchanged, changed or cancelled")
+    value = serializers.JSONField()
+    versions = serializers.DictField(child=serializers.IntegerField(), help_text="the versions swapped in")
+    cancellation = serializers.DictField(allow_null=True)
+    trace = TryStepSerializer(many=True)
+    effects = serializers.ListField(child=serializers.DictField())
+
+
 class CancellationSerializer(serializers.Serializer):
     installationId = serializers.CharField()
     plugin = serializers.CharField()
@@ -66,6 +108,10 @@ class InstallRequestSerializer(serializers.Serializer):
     grant = serializers.ListField(child=serializers.CharField(), required=False)
     catalog = serializers.CharField(required=False)
     settings = serializers.DictField(required=False)
+    typecheck = serializers.BooleanField(
+        required=False, default=False,
+        help_text="type-check a TypeScript source against GET /sdk/middleware.d.ts; 400 type_error with "
+                  "errors [{message, line, column}] when it does not")
 
     def validate(self, attrs):
         if "catalog" not in attrs and ("name" not in attrs or "source" not in attrs):
@@ -148,10 +194,16 @@ class HandlerWarningSerializer(serializers.ModelSerializer):
     plugin = serializers.CharField(source="plugin_slug")
     pluginVersion = serializers.IntegerField(source="plugin_version", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
+    at = serializers.SerializerMethodField(help_text="{line, column} in the author's source (handler: true when it "
+                                                     "is where the handler is assigned), as the message ends")
 
     class Meta:
         model = HandlerWarning
-        fields = ["id", "hook", "installationId", "plugin", "pluginVersion", "kind", "message", "createdAt"]
+        fields = ["id", "hook", "installationId", "plugin", "pluginVersion", "kind", "message", "at", "createdAt"]
+
+    @extend_schema_field(SourcePositionSerializer(allow_null=True))
+    def get_at(self, obj) -> dict | None:
+        return positions.read_back(obj.message)
 
 
 def execute_response(result: ChainResult, effects: list) -> dict:
@@ -167,6 +219,24 @@ def execute_response(result: ChainResult, effects: list) -> dict:
             "changed": t.changed, "durationMs": t.duration_ms, "warning": t.warning,
         } for t in result.trace],
         "effects": effects,
+    }
+
+
+def try_response(run) -> dict:
+    """A try-run (services/execution/tryit.py's TryRun) as the try API answers it."""
+    return {
+        "hook": run.hook,
+        "outcome": run.outcome,
+        "value": run.after,
+        "versions": run.versions,
+        "cancellation": None if run.cancelled_by is None else {"plugin": run.cancelled_by, "reason": run.cancel_reason},
+        "trace": [{
+            "installationId": step.trace.installation_id, "plugin": step.trace.plugin, "status": step.trace.status,
+            "changed": step.trace.changed, "durationMs": step.trace.duration_ms, "warning": step.trace.warning,
+            "version": step.version, "before": step.before, "after": step.after, "at": step.trace.at,
+            "logs": step.trace.logs,
+        } for step in run.steps],
+        "effects": run.effects,
     }
 
 

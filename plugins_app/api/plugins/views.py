@@ -22,7 +22,7 @@ from plugins_app.models import Installation
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.services.audit import queries
 from plugins_app.services.execution import execute as execution
-from plugins_app.services.execution import quarantine
+from plugins_app.services.execution import quarantine, tryit
 from plugins_app.services.observability import metrics, tracing
 from plugins_app.services.plugins import catalog, chains
 from plugins_app.services.plugins import installations as plugins
@@ -81,6 +81,17 @@ class HookExecuteView(AccountView):
         return Response(s.execute_response(result, effects), headers=headers)
 
 
+class HookTryView(AccountView):
+    @body(s.TryRequestSerializer, responses=s.TryResponseSerializer,
+          summary="Try the account's chain for a hook on a sample, optionally with drafts swapped in; nothing is recorded")
+    def post(self, request, hook):
+        data = request.data if isinstance(request.data, dict) else None
+        if data is None or "context" not in data:
+            raise InvalidInput("context", "this field is required")
+        run = tryit.try_chain(self.account, hook, data["context"], data.get("versions"))
+        return Response(s.try_response(run))
+
+
 _PLUGIN_LIST = inline_serializer("PluginList", {"plugins": s.InstallationSerializer(many=True)})
 
 
@@ -100,7 +111,7 @@ class PluginListView(AccountView):
         else:
             installation = plugins.install_plugin(
                 self.account, name=body["name"], source=body["source"], language=body["language"],
-                description=body["description"], grant=body.get("grant"))
+                description=body["description"], grant=body.get("grant"), typecheck=body["typecheck"])
         return Response(s.InstallationSerializer(installation).data, status=status.HTTP_201_CREATED)
 
 

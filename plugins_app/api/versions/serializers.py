@@ -33,6 +33,10 @@ class DraftRequestSerializer(serializers.Serializer):
     source = serializers.CharField(trim_whitespace=False)  # type: ignore[assignment]
     language = serializers.ChoiceField(choices=["typescript", "javascript"], required=False)
     note = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
+    typecheck = serializers.BooleanField(
+        required=False, default=False,
+        help_text="type-check a TypeScript source against GET /sdk/middleware.d.ts; 400 type_error with "
+                  "errors [{message, line, column}] when it does not")
 
 
 class DeployRequestSerializer(serializers.Serializer):

@@ -39,7 +39,8 @@ class VersionListView(AccountView):
     def post(self, request, installation_id):
         data = _validated(vs.DraftRequestSerializer, request.data)
         version = versions.create_draft(self.account, installation_id, source=data["source"],
-                                        language=data.get("language"), note=data["note"])
+                                        language=data.get("language"), note=data["note"],
+                                        typecheck=data["typecheck"])
         return Response(vs.VersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
 

@@ -1,18 +1,31 @@
-"""Install-time work inside an engine: transpile a plugin, then load it once in a probe isolate."""
+"""Install-time work inside an engine: transpile (and, when asked, type-check) a plugin, then load it
+once in a probe isolate."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 from typing import cast
 
 from py_mini_racer import MiniRacer
-from py_mini_racer._exc import JSEvalException
+from py_mini_racer._exc import JSEvalException, JSOOMException
 
+from plugins_app.runtime import positions
 from plugins_app.runtime.engine import jsassets
 from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
 from plugins_app.runtime.protocol import JsonObject, Limits
+from plugins_app.runtime.tables.sdk_types import middleware_d_ts
+
+# The TypeScript isolate holds the compiler, the ES2022 library and the SDK, parsed once (about 150 MiB
+# warm); a check past these bounds is stopped, and the isolate started afresh for the next one.
+TYPESCRIPT_MEMORY_MB = 768
+TYPECHECK_SECONDS = 10
+MAX_TYPE_ERRORS = 50
+# The compiled code's last line: a source map back to the author's source, with where each hook's
+# handler is assigned (runtime/positions.py reads it).
+SOURCE_MAP_PREFIX = "\n//# sourceMappingURL=data:application/json;base64,"
 
 
 class Compiler:
@@ -22,29 +35,74 @@ class Compiler:
     def __init__(self, memory_mb: int, limits: Limits):
         self.memory_mb, self.limits = memory_mb, limits   # the probe isolate's, as the engine's own
         self.typescript: MiniRacer | None = None
+        self.typecheck_ready = False        # the ES2022 library is in the TypeScript isolate
+        self.sdk: str | None = None         # the middleware.d.ts it holds
         self.probe: Isolate | None = None
         self.lock = asyncio.Lock()
 
     async def compile(self, req: JsonObject) -> JsonObject:
+        """{errors} (with "stage": "types" when only the type check failed) or {code, hooks, hostMembers}."""
         async with self.lock:
             transpiled = await self._transpile(req)
             if transpiled["errors"]:
                 return {"errors": transpiled["errors"]}
+            if req.get("typecheck") and req.get("language") == "typescript":
+                type_errors = await self._typecheck(req["source"])
+                if type_errors:
+                    return {"errors": type_errors, "stage": "types"}
+            transpiled["code"] = with_source_map(transpiled)
             return await self._probe(transpiled)
 
-    async def _transpile(self, req: JsonObject) -> JsonObject:
+    async def _typescript(self) -> MiniRacer:
         if self.typescript is None:
-            self.typescript = MiniRacer()
-            await asyncio.wait_for(self.typescript.eval_cancelable(jsassets.typescript_source()), 30)
-            await asyncio.wait_for(self.typescript.eval_cancelable(jsassets.compiler_source()), 5)
+            mr = MiniRacer()
+            mr.set_hard_memory_limit(TYPESCRIPT_MEMORY_MB * 1024 * 1024)
+            await asyncio.wait_for(mr.eval_cancelable(jsassets.typescript_source()), 30)
+            await asyncio.wait_for(mr.eval_cancelable(jsassets.compiler_source()), 5)
+            await asyncio.wait_for(mr.eval_cancelable(jsassets.typecheck_source()), 5)
+            self.typescript = mr
+        return self.typescript
+
+    async def _transpile(self, req: JsonObject) -> JsonObject:
+        typescript = await self._typescript()
         file_name = "plugin.ts" if req.get("language") == "typescript" else "plugin.js"
         try:
-            raw = await asyncio.wait_for(self.typescript.eval_cancelable(
+            raw = await asyncio.wait_for(typescript.eval_cancelable(
                 f"__compile({json.dumps(req['source'])}, {json.dumps(file_name)})"), 10)
         except TimeoutError:
             return {"errors": [_error("the source took too long to parse")]}
         transpiled: JsonObject = json.loads(cast(str, raw))   # compiler.js answers JSON text
         return transpiled
+
+    async def _typecheck(self, source: str) -> list[JsonObject]:
+        """TypeScript's errors for `source` against the ES2022 library and middleware.d.ts."""
+        typescript = await self._typescript()
+        try:
+            if not self.typecheck_ready:
+                await asyncio.wait_for(typescript.eval_cancelable(
+                    f"__typecheckInit({json.dumps(jsassets.typescript_libs())})"), 30)
+                self.typecheck_ready = True
+            sdk = middleware_d_ts()
+            if sdk != self.sdk:   # the tables are the process's own: this happens once
+                version = hashlib.sha256(sdk.encode()).hexdigest()[:16]
+                await asyncio.wait_for(typescript.eval_cancelable(
+                    f"__typecheckSdk({json.dumps(sdk)}, {json.dumps(version)})"), 10)
+                self.sdk = sdk
+            raw = await asyncio.wait_for(typescript.eval_cancelable(
+                f"__typecheck({json.dumps(source)}, {MAX_TYPE_ERRORS})"), TYPECHECK_SECONDS)
+        except (TimeoutError, JSOOMException) as exc:
+            await self._drop_typescript()
+            what = f"took over {TYPECHECK_SECONDS} s" if isinstance(exc, TimeoutError) else \
+                f"needed over {TYPESCRIPT_MEMORY_MB} MiB"
+            return [_error(f"type checking {what}; check the source with tsc and the SDK locally")]
+        errors: list[JsonObject] = json.loads(cast(str, raw))
+        return errors
+
+    async def _drop_typescript(self) -> None:
+        mr, self.typescript = self.typescript, None
+        self.typecheck_ready, self.sdk = False, None
+        if mr is not None:
+            mr.close()
 
     async def _probe(self, transpiled: JsonObject) -> JsonObject:
         code = transpiled["code"]
@@ -63,7 +121,7 @@ class Compiler:
             await self._drop_probe()
             return {"errors": [_error("top-level code ran out of memory")]}
         except JSEvalException as exc:
-            return {"errors": [_load_error(exc)]}
+            return {"errors": [_in_source(_load_error(exc), transpiled.get("sourceMap"))]}
         try:
             # Code scheduled as a microtask at load time (async IIFE) runs after the eval above.
             await self.probe.eval("1", LOAD_TIMEOUT_SECONDS)
@@ -82,6 +140,26 @@ async def _no_host(raw: str) -> str:
     return json.dumps({"ok": False, "value": None, "error": "host members are not available at load time"})
 
 
+def with_source_map(transpiled: JsonObject) -> str:
+    """The code with its source map (TypeScript's, or an empty one for JavaScript) as its last line,
+    carrying where each hook's handler is assigned. A bundle that brings its own map keeps it."""
+    code: str = transpiled["code"]
+    if "//# sourceMappingURL=data:" in code[-200_000:]:
+        return code
+    source_map = transpiled.get("sourceMap") or {"version": 3, "sources": ["plugin.js"], "names": [], "mappings": ""}
+    source_map = {**source_map, "x_hub_hooks": transpiled.get("hooksAt") or {}}
+    encoded = base64.b64encode(json.dumps(source_map, separators=(",", ":")).encode()).decode()
+    return code.rstrip("\n") + SOURCE_MAP_PREFIX + encoded + "\n"
+
+
+def _in_source(error: JsonObject, source_map: JsonObject | None) -> JsonObject:
+    """A load error's line, in the transpiled code, led back to the TypeScript source's."""
+    if not source_map:
+        return error
+    found = positions.parse(source_map).original(int(error["line"]), int(error["column"]))
+    return {**error, "line": found["line"], "column": found["column"]} if found else error
+
+
 def _error(message: str) -> JsonObject:
     return {"message": message, "line": 1, "column": 1}
 
@@ -90,8 +168,12 @@ def _load_error(exc: JSEvalException) -> JsonObject:
     text = str(exc)
     first = text.splitlines()[0] if text else "error"
     # V8 reports "<anonymous>:LINE: Message" for top-level failures; keep the position.
-    line = 1
+    line, column = 1, 1
     parts = first.split(":", 2)
     if len(parts) == 3 and parts[1].strip().isdigit():
         line, first = int(parts[1]), parts[2].strip()
-    return {"message": first[:500], "line": line, "column": 1}
+    # That line is SES's evaluator's; the stack's first frame in the plugin's own code is the one meant.
+    frame = positions.PLUGIN_FRAME.search(text)
+    if frame:
+        line, column = int(frame.group(1)), int(frame.group(2))
+    return {"message": first[:500], "line": line, "column": column}

@@ -1,7 +1,10 @@
-"""Locates and caches the JavaScript the engine loads: SES, web API polyfills, TypeScript, the harness, the compiler."""
+"""Locates and caches the JavaScript the engine loads: SES, web API polyfills, TypeScript (and its ES2022
+library for type checking), the harness, the compiler."""
 
 from __future__ import annotations
 
+import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -38,6 +41,33 @@ def harness_source() -> str:
 @cache
 def compiler_source() -> str:
     return _read(JS_DIR / "compiler.js")
+
+
+@cache
+def typecheck_source() -> str:
+    return _read(JS_DIR / "typecheck.js")
+
+
+@cache
+def typescript_libs() -> str:
+    """The ES2022 library's declaration files, as JSON {file name: text}: lib.es2022.d.ts and every file
+    it names with `/// <reference lib=...>`, read from the pinned TypeScript (typecheck.js's lib)."""
+    lib_dir = NODE_MODULES / "typescript" / "lib"
+    texts: dict[str, str] = {}
+    todo = ["es2022"]
+    while todo:
+        name = f"lib.{todo.pop()}.d.ts"
+        if name in texts:
+            continue
+        path = lib_dir / name
+        if not path.exists():
+            raise MissingAsset(f"{path} is missing: run `make install` (npm ci in {JS_DIR})")
+        texts[name] = path.read_text(encoding="utf-8")
+        todo += _LIB_REFERENCE.findall(texts[name])
+    return json.dumps(texts)
+
+
+_LIB_REFERENCE = re.compile(r'^///\s*<reference\s+lib="([^"]+)"', re.MULTILINE)
 
 
 @cache

@@ -111,6 +111,34 @@
     return { code: out, refused };
   }
 
+  // Where each hook's handler is assigned (middleware.X = ..., globalThis.middleware.X = ...,
+  // middleware["X"] = ...), in the author's source: a timeout or a malformed result is reported there.
+  function hookPositions(file) {
+    const found = {};
+    const hookName = (target) => {
+      let name = null;
+      let owner = null;
+      if (ts.isPropertyAccessExpression(target)) { name = target.name.text; owner = target.expression; }
+      else if (ts.isElementAccessExpression(target) && ts.isStringLiteralLike(target.argumentExpression)) {
+        name = target.argumentExpression.text; owner = target.expression;
+      }
+      if (owner === null) return null;
+      const isMiddleware = (ts.isIdentifier(owner) && owner.text === "middleware")
+        || (ts.isPropertyAccessExpression(owner) && owner.name.text === "middleware"
+            && ts.isIdentifier(owner.expression) && owner.expression.text === "globalThis");
+      return isMiddleware ? name : null;
+    };
+    const visit = (node) => {
+      if (ts.isBinaryExpression(node) && node.operatorToken.kind === ts.SyntaxKind.EqualsToken) {
+        const name = hookName(node.left);
+        if (name !== null && !(name in found)) found[name] = position(file, node.right.getStart(file));
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(file);
+    return found;
+  }
+
   function moduleStatements(file) {
     const errors = [];
     for (const st of file.statements) {
@@ -131,17 +159,20 @@
     const file = ts.createSourceFile(fileName, source, ts.ScriptTarget.ES2022, false);
     let errors = [];
     let code = source;
+    let sourceMap = null;
     if (typescript) {
+      // The source map leads a run-time error's position back to the author's line and column.
       const out = ts.transpileModule(source, {
         fileName,
         reportDiagnostics: true,
-        compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext },
+        compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, sourceMap: true },
       });
+      sourceMap = out.sourceMapText ? JSON.parse(out.sourceMapText) : null;
       errors = (out.diagnostics || []).map((d) => ({
         message: ts.flattenDiagnosticMessageText(d.messageText, "\n"),
         ...(d.file && d.start !== undefined ? position(d.file, d.start) : { line: 1, column: 1 }),
       }));
-      code = out.outputText.replace(/\nexport \{\};\s*$/, "\n");
+      code = out.outputText.replace(/\n\/\/# sourceMappingURL=\S*\s*$/, "\n").replace(/\nexport \{\};\s*$/, "\n");
     } else {
       errors = file.parseDiagnostics.map((d) => ({ message: ts.flattenDiagnosticMessageText(d.messageText, "\n"),
         ...position(file, d.start) }));
@@ -156,6 +187,6 @@
         errors.push(...escaped.refused);
       }
     }
-    return JSON.stringify({ errors, code, hostMembers: hostMembers(file) });
+    return JSON.stringify({ errors, code, sourceMap, hooksAt: hookPositions(file), hostMembers: hostMembers(file) });
   };
 })();

@@ -56,6 +56,20 @@
     return `threw ${typeof e}: ${clip(safeString(e), 200)}`;
   };
 
+  // Where the plugin's own code was when it threw: the first stack frame of code evaluated in a
+  // compartment ("eval at ..., <anonymous>:LINE:COLUMN"), in the compiled code's lines and columns
+  // (Python maps them back to the author's source). Read once, guarded: the thrown value is the plugin's.
+  const PLUGIN_FRAME = /eval at <anonymous> \(eval at [^\n]*, <anonymous>:(\d+):(\d+)\)?$/m;
+  const thrownAt = (e) => {
+    if (e === null || typeof e !== "object") return null;
+    try {
+      const stack = e.stack;
+      if (typeof stack !== "string") return null;
+      const m = PLUGIN_FRAME.exec(stack.length > 20000 ? stack.slice(0, 20000) : stack);
+      return m ? { line: Number(m[1]), column: Number(m[2]) } : null;
+    } catch (ignored) { return null; }   // a hostile getter
+  };
+
   function makeLogger(record) {
     return (level, message) => {
       if (!LEVELS.includes(level)) level = "info";
@@ -468,6 +482,7 @@
       } catch (e) {
         record.status = "error";
         record.warning = wellFormed(clip(describeThrown(e), 1000), record);
+        record.at = thrownAt(e);
       }
       if (record.repaired && record.warning === null) {
         record.warning = "text with lone surrogates (not valid Unicode) was repaired with U+FFFD";

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -180,13 +181,49 @@ declare var crypto: {
 """
 
 
+# A global the prelude declares: `declare var NAME: TYPE;`, `declare function NAME(...)...;`, `declare class NAME`;
+# and the members of `declare var NAME: {` ... `};` one indent in (console.log, crypto.randomUUID).
+_GLOBAL = re.compile(r"^declare (var|function|class) (\w+)(.*?)(?: \{)?$", re.MULTILINE)
+_OBJECT_GLOBAL = re.compile(r"^declare var (\w+): \{\n(.*?)\n\};", re.MULTILINE | re.DOTALL)
+_MEMBER = re.compile(r"^(?:readonly )?(\w+)(.*)$")
+_ALIASES = {"self", "global"}   # names of globalThis: nothing to list through them
+_KINDS = {"var": "variable", "function": "function", "class": "class"}
+
+
+def web_globals() -> list[dict[str, str]]:
+    """The web globals the SDK declares, for the editor's completion: label, kind, declaration."""
+    return [{"label": name, "type": _KINDS[kind],
+             "detail": (name + rest.rstrip(";")).strip().removesuffix(":") + (" {…}" if rest.endswith(":") else "")}
+            for kind, name, rest in _GLOBAL.findall(_PRELUDE) if name not in _ALIASES]
+
+
+def web_global_members() -> dict[str, list[dict[str, str]]]:
+    """The members of the object globals the SDK declares (console, crypto), for the editor's completion."""
+    found: dict[str, list[dict[str, str]]] = {}
+    for name, body in _OBJECT_GLOBAL.findall(_PRELUDE):
+        for line in body.splitlines():
+            if not line.startswith("  ") or line.startswith("   "):
+                continue   # a comment's continuation or a nested object's member
+            for part in line.strip().split("; "):
+                member = _MEMBER.match(part)
+                if member:
+                    found.setdefault(name, []).append({"label": member.group(1), "detail": (
+                        member.group(1) + member.group(2)).rstrip(";").replace("{", "{…}")})
+    return found
+
+
 def _ts_type(f: Field) -> str:
     text = " | ".join(f'"{c}"' for c in f.choices) if f.choices else _SCALARS[f.type]
     return text + " | null" if f.nullable else text
 
 
+def context_type_name(spec: HookSpec) -> str:
+    """The declared name of a hook's context type, e.g. TodoAddedContext."""
+    return f"{_pascal(spec.name)}Context"
+
+
 def _context(spec: HookSpec) -> str:
-    lines = [f"/** {spec.summary} */", f"interface {_pascal(spec.name)}Context {{"]
+    lines = [f"/** {spec.summary} */", f"interface {context_type_name(spec)} {{"]
     for f in spec.fields:
         lines.append(f"  readonly {f.name}{'?' if f.optional else ''}: {_ts_type(f)};")
     lines.append("}")

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from plugins_app.runtime import positions
 from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_CPU_MS
 from plugins_app.runtime.protocol import CrashKind, HostPlan, JsonObject, Op, RunRequest, RunResult, TraceEntry
 from plugins_app.runtime.tables.hooks import HookSpec
@@ -16,6 +17,7 @@ from plugins_app.runtime.web.tier import EngineDown, Tier
 SESSION_HOP_LIMIT = 4   # host.session (peer messages) is offered up to this hop, not beyond
 QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts"
 HELD_BACK_WARNING = "skipped: another call of this handler has held its engine for over a second"
+FAILED = ("error", "timeout", "malformed")   # the statuses whose trace says where in the source
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class HandlerTrace:
     value: Any = None      # the hook's value after this handler; filled only when asked for
     quarantined_until: float | None = None   # set when it was skipped for a quarantine (epoch seconds)
     state_reset: str | None = None   # why its module state started afresh, when another's fault made it
+    at: JsonObject | None = None     # {"line", "column"} in the author's source where it failed
 
     @property
     def engine_restarted(self) -> bool:
@@ -224,9 +227,13 @@ def _trace(spec: HookSpec, handler: Handler, t: TraceEntry) -> HandlerTrace:
     if t.get("logsDropped"):
         logs = logs + [{"level": "warn", "message": f"{t['logsDropped']} more log lines dropped", "at": None}]
     value = spec.value_of(t["context"]) if "context" in t else None
+    warning, at = t.get("warning"), None
+    if t["status"] in FAILED:   # rare: a map is read only for a handler that failed
+        at = positions.locate(handler.code_hash, handler.code, spec.name, t["status"], t.get("at"))
+        warning = positions.described(warning, at)
     return HandlerTrace(handler.installation_id, handler.plugin, t["status"], bool(t.get("changed")),
-                        float(t.get("durationMs") or 0), t.get("warning") or t.get("stateReset"), logs,
-                        t.get("crash"), value=value, state_reset=t.get("stateReset"))
+                        float(t.get("durationMs") or 0), warning or t.get("stateReset"), logs,
+                        t.get("crash"), value=value, state_reset=t.get("stateReset"), at=at)
 
 
 def _cancellation(handler: Handler, data: JsonObject) -> Cancellation:

@@ -302,11 +302,12 @@ class Tier:
         engine.kill()
 
     # -- other requests ---------------------------------------------------------------------------
-    def compile(self, source: str, language: str) -> JsonObject:
+    def compile(self, source: str, language: str, typecheck: bool = False) -> JsonObject:
+        """{errors} ("stage": "types" when the source transpiles but does not type-check) or the compiled plugin."""
+        request = {"op": Op.COMPILE.value, "source": source, "language": language, "typecheck": typecheck}
         for attempt in range(2):
             try:
-                return self._send(self.engines[attempt % len(self.engines)],
-                                  {"op": Op.COMPILE.value, "source": source, "language": language}, None, None, 60)
+                return self._send(self.engines[attempt % len(self.engines)], request, None, None, 60)
             except EngineDown:
                 if attempt:
                     raise

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.db import transaction
 
@@ -9,7 +11,7 @@ from plugins_app.errors import InvalidInput
 from plugins_app.models import CancelLog, HandlerWarning, Installation
 from plugins_app.runtime.tables.context import MAX_ID_LENGTH, ContextError, validate_context
 from plugins_app.runtime.tables.hooks import HookSpec
-from plugins_app.runtime.web.chain import ChainResult, run_chain
+from plugins_app.runtime.web.chain import ChainResult, Handler, run_chain
 from plugins_app.services.engine.tier import engine_key, get_tier
 from plugins_app.services.execution import quarantine
 from plugins_app.services.execution.chain_cache import chain_cache
@@ -18,6 +20,7 @@ from plugins_app.services.execution.observers import ChainRun, after_chain
 from plugins_app.services.hooks import require_hook
 
 WARNING_STATUSES = {"error", "timeout", "malformed"}
+HandlerSwap = Callable[[list[Handler]], list[Handler]]
 HOP_LIMIT = 64   # the highest `hop` an execute call may carry (the platform counts relays)
 
 
@@ -34,10 +37,11 @@ def execute_request(account, hook: str, body) -> tuple[ChainResult, list]:
 
 def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = "",
                  record: bool = True, extras: dict | None = None,
-                 trace_values: bool = False) -> tuple[ChainResult, list]:
+                 trace_values: bool = False, swap: HandlerSwap | None = None) -> tuple[ChainResult, list]:
     """Run the account's chain for `hook`; returns the result and the effects host calls asked for.
-    `record=False` (a try-run) writes no audit rows and no metering; `trace_values` puts each
-    handler's resulting value in its trace entry."""
+    `record=False` (a try-run) writes nothing: no audit rows, metering, strikes or lane moves;
+    `trace_values` puts each handler's resulting value in its trace entry; `swap` changes the chain's
+    handlers for this one run (a try-run with drafts in place of live code)."""
     spec = require_hook(hook)
     if isinstance(hop, bool) or not isinstance(hop, int) or not 0 <= hop <= HOP_LIMIT:
         raise InvalidInput("hop", f"expected an integer from 0 to {HOP_LIMIT}")
@@ -48,10 +52,12 @@ def execute_hook(account, hook: str, context, *, hop: int = 0, turn_id: str = ""
     except ContextError as exc:
         raise InvalidInput(f"context.{exc.field}" if exc.field != "context" else "context", exc.message) from None
     handlers = chain_cache.handlers(account, hook)
+    if swap is not None:
+        handlers = swap(handlers)
     bridge = HostBridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras, record=record)
     result = run_chain(get_tier(), engine_key(account), spec, handlers, clean, host=bridge, hop=hop,
                        trace_values=trace_values, budget_ms=settings.HUB_ENGINE.budget_ms, cpu_ms=settings.HUB_ENGINE.cpu_ms,
-                       on_slow=lambda h: _held_the_isolate(account, h))
+                       on_slow=(lambda h: _held_the_isolate(account, h)) if record else None)
     bridge.secrets.scrub(result, handlers)   # before anything is recorded or answered
     if record:
         record_result(account, spec, clean, result, hop=hop, turn_id=turn_id,

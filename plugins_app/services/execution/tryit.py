@@ -1,4 +1,5 @@
-"""Try-runs of an account's current chain: each handler's value before and after, nothing recorded."""
+"""Try-runs of an account's chain, as it is or with chosen versions (drafts) in place of live code: each
+handler's value before and after, nothing recorded."""
 
 from __future__ import annotations
 
@@ -6,11 +7,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from plugins_app.errors import InvalidInput
-from plugins_app.runtime.web.chain import HandlerTrace
+from plugins_app.errors import InvalidInput, NotFound
+from plugins_app.models import Installation, PluginVersion
+from plugins_app.runtime.web.chain import Handler, HandlerTrace
 from plugins_app.services import inputs
+from plugins_app.services.execution.chain_cache import make_version_handler
 from plugins_app.services.execution.execute import execute_hook
 from plugins_app.services.hooks import require_hook
+from plugins_app.services.plugins import installations as plugins
+
+MAX_SWAPPED = 50   # versions one try-run may swap in
 
 
 @dataclass
@@ -19,6 +25,7 @@ class Step:
     before: Any
     after: Any
     cancel_reason: str | None = None
+    version: int | None = None   # the version of its installation's code that ran
 
 
 @dataclass
@@ -32,6 +39,7 @@ class TryRun:
     cancelled_by: str | None = None
     cancel_reason: str | None = None
     effects: list = field(default_factory=list)
+    versions: dict[str, int] = field(default_factory=dict)   # installation id -> the version tried
 
 
 def parse_context(text: str) -> dict:
@@ -49,16 +57,62 @@ def parse_context(text: str) -> dict:
     return value
 
 
-def try_chain(account, hook: str, context: dict) -> TryRun:
-    """Run the account's current chain for `hook` exactly as an execute call would, recording
-    nothing, with each handler's resulting value kept so its before and after can be shown."""
+def chosen_versions(account, versions) -> dict[Installation, PluginVersion]:
+    """`versions` ({"<installation id>": <version number>}) checked against the account: each names one
+    of its installations and one of that installation's versions."""
+    if versions is None:
+        return {}
+    if not isinstance(versions, dict) or len(versions) > MAX_SWAPPED:
+        raise InvalidInput("versions", f"expected an object of at most {MAX_SWAPPED} installation ids to version numbers")
+    chosen = {}
+    for key, number in versions.items():
+        installation = plugins.get_installation(account, key, field=f"versions.{key}")
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise InvalidInput(f"versions.{key}", "expected a version number (1, 2, ...)")
+        version = installation.versions.filter(number=number).first()
+        if version is None:
+            raise NotFound(f"installation {installation.pk} ({installation.plugin.slug}) has no version {number}",
+                           field=f"versions.{key}")
+        chosen[installation] = version
+    return chosen
+
+
+def _swapper(hook: str, chosen: dict[Installation, PluginVersion]):
+    """The chain's handlers with each chosen version in its installation's place (appended when the
+    installation is not in this chain yet; left out when that version does not hook it)."""
+    def swap(handlers: list[Handler]) -> list[Handler]:
+        out = list(handlers)
+        for installation, version in chosen.items():
+            at = next((i for i, h in enumerate(out) if h.installation_id == str(installation.pk)), None)
+            drafted = make_version_handler(installation, version)
+            if at is not None:
+                out.pop(at)
+            if hook in version.hooks:
+                out.insert(len(out) if at is None else at, drafted)
+        return out
+    return swap
+
+
+def try_chain(account, hook: str, context: dict, versions=None) -> TryRun:
+    """Run the account's chain for `hook` as an execute call would (with `versions` swapped in for
+    their installations' live code), recording nothing, with each handler's resulting value kept so
+    its before and after can be shown."""
     spec = require_hook(hook)
-    result, effects = execute_hook(account, hook, context, record=False, trace_values=True)
+    chosen = chosen_versions(account, versions)
+    ran: dict[str, int | None] = {}   # installation id -> the version its handler carried
+
+    def swap(handlers: list[Handler]) -> list[Handler]:
+        out = _swapper(hook, chosen)(handlers) if chosen else handlers
+        ran.update({h.installation_id: h.version for h in out})
+        return out
+
+    result, effects = execute_hook(account, hook, context, record=False, trace_values=True, swap=swap)
     before = spec.value_of(context)   # execute_hook has validated it
-    run = TryRun(hook, result.outcome, before, result.value, result.context, effects=effects)
+    run = TryRun(hook, result.outcome, before, result.value, result.context, effects=effects,
+                 versions={str(i.pk): v.number for i, v in chosen.items()})
     previous = before
     for trace in result.trace:
-        step = Step(trace, previous, trace.value)
+        step = Step(trace, previous, trace.value, version=ran.get(trace.installation_id))
         if trace.status == "cancelled" and result.cancellation:
             step.cancel_reason = result.cancellation.reason
         run.steps.append(step)

@@ -7,7 +7,7 @@ import hashlib
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
-from plugins_app.errors import CompileFailed, Conflict, InvalidInput
+from plugins_app.errors import CompileFailed, Conflict, InvalidInput, TypeCheckFailed
 from plugins_app.models import AccountChange, Installation, Plugin, PluginVersion
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
 from plugins_app.runtime.tables.permissions import derive_permissions, secret_permissions
@@ -24,17 +24,21 @@ MAX_INSTALL_BODY_BYTES = 3 * MAX_SOURCE_CHARS   # Django's DATA_UPLOAD_MAX_MEMOR
 LANGUAGES = ("typescript", "javascript")
 
 
-def compile_source(source: str, language: str) -> dict:
-    """Transpile and load the source once; return code, hooks, host members and permissions."""
+def compile_source(source: str, language: str, *, typecheck: bool = False) -> dict:
+    """Transpile and load the source once; return code, hooks, host members and permissions.
+    `typecheck` also checks a TypeScript source's types against the SDK (TypeCheckFailed)."""
     if not isinstance(source, str) or not source.strip():
         raise InvalidInput("source", "the plugin's source is empty")
     if len(source) > MAX_SOURCE_CHARS:
         raise InvalidInput("source", f"{len(source)} characters is over the {MAX_SOURCE_CHARS} character (2 MiB) limit")
     if language not in LANGUAGES:
         raise InvalidInput("language", "expected typescript or javascript")
-    result = get_tier().compile(source, language)
+    if not isinstance(typecheck, bool):
+        raise InvalidInput("typecheck", "expected true or false")
+    result = get_tier().compile(source, language, typecheck)
     if result.get("errors"):
-        raise CompileFailed(result["errors"])
+        errors = [{k: e[k] for k in ("message", "line", "column") if k in e} for e in result["errors"]]
+        raise TypeCheckFailed(errors) if result.get("stage") == "types" else CompileFailed(errors)
     unknown = [h for h in result["hooks"] if h not in HOOK_NAMES]
     if unknown:
         raise CompileFailed([{"message": f"middleware.{unknown[0]} is not a hook; the hooks are: "
@@ -75,7 +79,7 @@ def _check_grant(plugin: Plugin, grant, installation: Installation | None = None
 
 
 def install_plugin(account, *, name: str, source: str, language: str = "typescript",
-                   description: str = "", grant=None) -> Installation:
+                   description: str = "", grant=None, typecheck: bool = False) -> Installation:
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput("name", "a plugin needs a name")
     slug = slugify(name)[:100]
@@ -83,7 +87,7 @@ def install_plugin(account, *, name: str, source: str, language: str = "typescri
         raise InvalidInput("name", "the name needs at least one letter or digit")
     if Plugin.objects.filter(account=account, slug=slug).exists():
         raise Conflict(f"a plugin named {slug!r} is already installed in this account")
-    compiled = compile_source(source, language)   # outside the transaction: it can take a while
+    compiled = compile_source(source, language, typecheck=typecheck)   # outside the transaction: it can take a while
     try:
         with transaction.atomic():
             plugin = Plugin.objects.create(account=account, name=name.strip()[:100], slug=slug,

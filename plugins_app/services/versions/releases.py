@@ -42,14 +42,14 @@ def not_granted(installation: Installation, version: PluginVersion) -> list[str]
     return sorted(set(version.permissions) - set(installation.granted_permissions or ()))
 
 
-def create_draft(account, installation_id, *, source, language=None, note="") -> PluginVersion:
+def create_draft(account, installation_id, *, source, language=None, note="", typecheck=False) -> PluginVersion:
     """Compile `source` and keep it as the installation's next version; nothing that runs changes."""
     installation = plugins.get_installation(account, installation_id)
     _require_own_code(installation)
     language = language or installation.plugin.language
     if not isinstance(note, str):
         raise InvalidInput("note", "expected a string")
-    compiled = plugins.compile_source(source, language)   # outside the transaction: it can take a while
+    compiled = plugins.compile_source(source, language, typecheck=typecheck)   # outside the transaction: it can take a while
     code = {"language": language, "source": source, **compiled}
     for attempt in range(3):
         try:

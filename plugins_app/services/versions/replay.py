@@ -91,7 +91,7 @@ def as_dict(replay: Replay) -> dict:
             "cancellation": None if c is None else {"installationId": c.installation_id, "plugin": c.plugin,
                                                      "reason": c.reason},
             "trace": [{"installationId": t.installation_id, "plugin": t.plugin, "status": t.status,
-                       "changed": t.changed, "durationMs": t.duration_ms, "warning": t.warning}
+                       "changed": t.changed, "durationMs": t.duration_ms, "warning": t.warning, "at": t.at}
                       for t in result.trace],
         },
         "sameOutcome": c is not None and c.plugin == entry.plugin_slug,

@@ -302,3 +302,17 @@ def test_an_installations_page_offers_no_save_and_add_another(login, account, in
     page = client.get(reverse("admin:plugins_app_installation_change", args=[installation.pk])).content.decode()
     assert 'name="_save"' in page and 'name="_continue"' in page
     assert 'name="_addanother"' not in page
+
+
+def test_the_install_page_checks_types_by_default_and_marks_a_type_error(login, account):
+    client = login(account.name, "alice", "admin")
+    page = client.get(ADD)
+    assert page.context["form"]["typecheck"].value() is True   # ticked when the page opens
+    typo = "globalThis.middleware.systemPrompt = async (c) => {\n  return c.txet;\n};"
+    checked = client.post(ADD, {**form(account, source=typo, language="typescript"), "typecheck": "on",
+                                "_check": "1"})
+    error = checked.context["compile_errors"][0]
+    assert (error["line"], error["column"]) == (2, typo.splitlines()[1].index("txet") + 1)
+    assert "SystemPromptContext" in error["message"] and 'name="_install"' not in checked.content.decode()
+    unticked = client.post(ADD, {**form(account, source=typo, language="typescript"), "_check": "1"})
+    assert 'name="_install"' in unticked.content.decode()   # only transpiled, as before
