@@ -230,10 +230,11 @@ LOGGING = {
     "filters": {
         "quiet_routine": {"()": "middleware_hub.log_filters.QuietRoutine"},
         "client_errors_without_traceback": {"()": "middleware_hub.log_filters.ClientErrorsWithoutTraceback"},
+        "one_line_per_request": {"()": "middleware_hub.log_filters.OneLinePerRequest"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain",
-                    "filters": ["quiet_routine", "client_errors_without_traceback"]},
+                    "filters": ["quiet_routine", "client_errors_without_traceback", "one_line_per_request"]},
     },
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
