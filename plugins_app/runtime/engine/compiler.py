@@ -13,6 +13,7 @@ from py_mini_racer._exc import JSEvalException
 from plugins_app.runtime.engine import jsassets
 from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
 from plugins_app.runtime.protocol import JsonObject, Limits
+from plugins_app.runtime.tables.error_hints import explain
 
 
 class Compiler:
@@ -28,9 +29,10 @@ class Compiler:
     async def compile(self, req: JsonObject) -> JsonObject:
         async with self.lock:
             transpiled = await self._transpile(req)
-            if transpiled["errors"]:
-                return {"errors": transpiled["errors"]}
-            return await self._probe(transpiled)
+            result = {"errors": transpiled["errors"]} if transpiled["errors"] else await self._probe(transpiled)
+            for error in result["errors"]:
+                error["message"] = explain(error["message"])
+            return result
 
     async def _transpile(self, req: JsonObject) -> JsonObject:
         if self.typescript is None:
