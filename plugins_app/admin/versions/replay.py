@@ -7,7 +7,7 @@ import json
 from django.http import Http404
 from django.template.response import TemplateResponse
 
-from plugins_app.admin import scoping
+from plugins_app.admin.scoping import admin_account_ids, is_operator
 from plugins_app.errors import HubError
 from plugins_app.models import CancelLog, PluginVersion
 from plugins_app.services.versions import replay
@@ -42,4 +42,4 @@ def replay_view(model_admin, request, object_id):
 
 
 def _administers(request, account_id: int) -> bool:
-    return scoping.is_operator(request) or account_id in scoping.admin_account_ids(request)
+    return is_operator(request) or account_id in admin_account_ids(request)
