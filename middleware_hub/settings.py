@@ -181,6 +181,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "plugins_app.api.schema.add_hook_contexts",
         "plugins_app.api.schema.document_errors",
+        "plugins_app.api.schema_links.add_links",
     ],
     "ENUM_NAME_OVERRIDES": {"SshOperationKindEnum": "plugins_app.runtime.tables.hooks.SSH_KINDS"},
 }

@@ -1,5 +1,6 @@
 """Request and response shapes of the API; ids leave the hub as strings."""
 
+from django.core.exceptions import FieldDoesNotExist
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -12,6 +13,19 @@ from plugins_app.services.observability import latency
 
 @extend_schema_field(OpenApiTypes.STR)
 class StrIdField(serializers.Field):
+    """An id as a string; null (and documented as nullable) when its model field may be null, as an
+    uninstalled plugin's installation in the change log or the cancel log."""
+
+    def bind(self, field_name, parent):
+        super().bind(field_name, parent)
+        model = getattr(getattr(parent, "Meta", None), "model", None)
+        name = self.source.removesuffix("_id")
+        if model is not None and "." not in name:
+            try:
+                self.allow_null = model._meta.get_field(name).null
+            except FieldDoesNotExist:   # "pk" and other names that are no field
+                pass
+
     def to_representation(self, value):
         return None if value is None else str(value)
 

@@ -91,3 +91,26 @@ def test_hop_and_turn_id_are_typed(client):
     body = schema["components"]["schemas"]["ExecuteRequest"]["properties"]
     assert (body["hop"]["type"], body["hop"]["minimum"], body["hop"]["maximum"]) == ("integer", 0, 64)
     assert (body["turnId"]["type"], body["turnId"]["maxLength"]) == ("string", 64)
+
+
+def test_ids_that_may_be_null_are_documented_as_nullable(client, api_client, install, account):
+    # Issue 33 (found by Schemathesis): an uninstalled plugin's changes carry installationId null,
+    # documented as a plain string.
+    from plugins_app.services.plugins import installations as plugins
+    installation = install("globalThis.middleware.systemPrompt = async (c) => c.systemPrompt;", name="gone")
+    plugins.uninstall(account, installation.pk)
+    changes = api_client.get("/api/v1/changes").json()["results"]
+    assert any(c["installationId"] is None for c in changes)
+    components = yaml.safe_load(client.get("/api/schema/").content)["components"]["schemas"]
+    for name in ("Change", "CancelLog", "HandlerWarning", "PluginLog"):
+        assert components[name]["properties"]["installationId"].get("nullable") is True, name
+    assert components["Change"]["properties"]["id"].get("nullable") is not True
+
+
+def test_registering_an_agent_documents_both_its_answers(client, api_client):
+    schema = yaml.safe_load(client.get("/api/schema/").content)
+    responses = schema["paths"]["/api/v1/agents/{agent_id}"]["put"]["responses"]
+    assert {"200", "201"} <= set(responses)
+    first = api_client.put("/api/v1/agents/7", {"name": "Ada"}, format="json")
+    again = api_client.put("/api/v1/agents/7", {"name": "Ada L."}, format="json")
+    assert (first.status_code, again.status_code) == (201, 200)
