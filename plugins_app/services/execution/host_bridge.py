@@ -95,9 +95,14 @@ def register_members(functions: list[Member]) -> None:
     missing = sorted(BRIDGED_MEMBERS - set(found))
     if missing:
         raise ValueError("host members in runtime/members.py without a function: " + ", ".join(missing))
-    for table, values in ((MEMBERS, found), (WRITES, writes), (STAND_INS, stand_ins), (LIVE_READS, live_reads)):
-        table.clear()
-        table.update(values)
+    MEMBERS.clear()
+    MEMBERS.update(found)
+    WRITES.clear()
+    WRITES.update(writes)
+    STAND_INS.clear()
+    STAND_INS.update(stand_ins)
+    LIVE_READS.clear()
+    LIVE_READS.update(live_reads)
 
 
 def stands_in(name: str, args: list, *, live_reads: bool = False) -> bool:
