@@ -182,6 +182,7 @@ SPECTACULAR_SETTINGS = {
         "plugins_app.api.schema.add_hook_contexts",
         "plugins_app.api.schema.document_errors",
         "plugins_app.api.schema_links.add_links",
+        "plugins_app.api.schema.drop_echoed_choice_labels",
     ],
     "ENUM_NAME_OVERRIDES": {"SshOperationKindEnum": "plugins_app.runtime.tables.hooks.SSH_KINDS"},
 }

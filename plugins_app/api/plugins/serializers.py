@@ -45,7 +45,12 @@ class ExecuteRequestSerializer(serializers.Serializer):
 class TraceEntrySerializer(serializers.Serializer):
     installationId = serializers.CharField()
     plugin = serializers.CharField()
-    status = serializers.ChoiceField(choices=["ran", "cancelled", "error", "timeout", "malformed", "quarantined"])
+    status = serializers.ChoiceField(choices=[
+        ("ran", "it ran and answered"), ("cancelled", "it cancelled the action"),
+        ("error", "it threw or failed to load; skipped (fail-open)"),
+        ("timeout", "it ran past its time budget; skipped"),
+        ("malformed", "it returned a value of the wrong shape; skipped"),
+        ("quarantined", "it is in quarantine after repeated timeouts; not run")])
     changed = serializers.BooleanField()
     durationMs = serializers.FloatField()
     warning = serializers.CharField(allow_null=True)
@@ -59,7 +64,11 @@ class CancellationSerializer(serializers.Serializer):
 
 class ExecuteResponseSerializer(serializers.Serializer):
     hook = serializers.CharField()
-    outcome = serializers.ChoiceField(choices=["unchanged", "changed", "cancelled"])
+    # Labels say what each outcome means: the docs list each choice with its label.
+    outcome = serializers.ChoiceField(choices=[
+        ("unchanged", "no handler changed the value: go on with the original"),
+        ("changed", "the value was changed: go on with `value`"),
+        ("cancelled", "a handler cancelled: do not go on (see `cancellation`)")])
     value = serializers.JSONField(help_text="the hook's mutable value(s) after the chain; null for observe-only")
     cancellation = CancellationSerializer(allow_null=True)
     trace = TraceEntrySerializer(many=True)
