@@ -77,3 +77,26 @@ def test_a_date_preset_filters_the_cancel_log(page, live_server, acme):
     page.wait_for_url("**created_at__since=*")
     assert since.input_value() != "" and "today's" in page.locator("#result_list").inner_text()
     assert page.locator(".paginator").inner_text().strip().startswith("1 cancel-log entry")
+
+
+FETCHING_VETO = ("globalThis.middleware.userMessageInbound = async (c, t) => "
+                 "t.cancel('status ' + (await host.fetch('http://127.0.0.1:9/x')).status);")
+
+
+def test_an_auditors_replay_page_shows_stood_in_calls_and_no_live_reads(page, live_server, acme):
+    services.add_member("acme", "audrey", "auditor", password=PASSWORD)
+    veto = plugins.install_plugin(acme, name="Looker", language="javascript", source=FETCHING_VETO,
+                                  grant=["host:fetch"])
+    entry = CancelLog.objects.create(account=acme, hook="userMessageInbound", installation=veto, plugin_slug="looker",
+                                     reason="status 200", context={"sessionId": "1", "channelId": None,
+                                                                   "text": "hi", "mediaIds": []})
+    log_in(page, live_server, "audrey")
+    page.goto(f"{live_server.url}/admin/plugins_app/cancellog/{entry.pk}/replay/")
+    assert page.locator('input[name="live_reads"]').count() == 0
+    assert page.locator('select[name="draft"]').input_value() == ""
+    page.click("#hub-replay-form button[type=submit]")
+    page.locator("#hub-would-call").wait_for()
+    assert "host.fetch" in page.locator("#hub-would-call").inner_text()
+    assert "stood in" in page.locator("#hub-would-call").inner_text()
+    assert page.locator("#hub-replayed-reason").inner_text() == "status 0"
+    assert page.locator('select[name="draft"]').input_value() == ""   # still "the current chain"
