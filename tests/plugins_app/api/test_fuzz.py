@@ -59,7 +59,7 @@ def test_schemathesis_finds_nothing(live_server, unconsumed_broker, tmp_path):
         "run", f"{live_server.url}/api/schema/", "--url", live_server.url,
         "-H", f"Authorization: Bearer {key}",
         "--phases", "examples,coverage,fuzzing,stateful", "--checks", CHECKS,
-        "--max-examples", "15", "--seed", "1", "--workers", "1",
+        "--max-examples", "12", "--seed", "1", "--workers", "1",
         "--generation-database", "none", "--request-timeout", "30", "--no-color",
         "--report-dir", str(tmp_path),
     ]
