@@ -2,6 +2,8 @@
 
 import logging
 
+from django.conf import settings
+
 # The notification sweep runs every few seconds; its "sent", "received" and "succeeded" lines say
 # nothing while it works (a failing sweep still logs its error).
 ROUTINE_TASKS = ("deliver_due_notifications", "deliver-due-notifications")
@@ -28,6 +30,31 @@ class ClientErrorsWithoutTraceback(logging.Filter):
             record.exc_info = None
             record.exc_text = None
         return True
+
+
+class OneLinePerRequest(logging.Filter):
+    """The development server's access lines (django.server) without the two kinds a person skips:
+    a refused or failed request, which django.request has already logged with its reason (so it
+    would show twice), and a static file served (a page load fetches about eight)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name != "django.server":
+            return True
+        status = getattr(record, "status_code", None)
+        if status is not None and status >= 400:
+            return False
+        return not _path_of(record).startswith(_static_prefix())
+
+
+def _path_of(record: logging.LogRecord) -> str:
+    """The path of an access line's request line ('GET /static/x.css HTTP/1.1')."""
+    args = record.args if isinstance(record.args, tuple) else ()
+    parts = str(args[0]).split(" ") if args else []
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _static_prefix() -> str:
+    return "/" + settings.STATIC_URL.lstrip("/")
 
 
 def install_on(logger: logging.Logger) -> None:

@@ -182,6 +182,8 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "plugins_app.api.schema.add_hook_contexts",
         "plugins_app.api.schema.document_errors",
+        "plugins_app.api.schema_links.add_links",
+        "plugins_app.api.schema.drop_echoed_choice_labels",
     ],
     "ENUM_NAME_OVERRIDES": {"SshOperationKindEnum": "plugins_app.runtime.tables.hooks.SSH_KINDS"},
 }
@@ -233,10 +235,11 @@ LOGGING = {
     "filters": {
         "quiet_routine": {"()": "middleware_hub.log_filters.QuietRoutine"},
         "client_errors_without_traceback": {"()": "middleware_hub.log_filters.ClientErrorsWithoutTraceback"},
+        "one_line_per_request": {"()": "middleware_hub.log_filters.OneLinePerRequest"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain",
-                    "filters": ["quiet_routine", "client_errors_without_traceback"]},
+                    "filters": ["quiet_routine", "client_errors_without_traceback", "one_line_per_request"]},
     },
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {

@@ -25,14 +25,23 @@ class _InputFilter(admin.FieldListFilter):
     def inputs(self) -> list[dict]:
         raise NotImplementedError
 
+    def presets(self, changelist) -> list[dict]:
+        """One-click values ({label, url, selected}); none by default."""
+        return []
+
     def choices(self, changelist):
         mine = set(self.expected_parameters())
         yield {
             "inputs": self.inputs(),
+            "presets": self.presets(changelist),
             "hidden": [(k, v) for k, v in changelist.params.items() if k not in mine],
             "reset_url": changelist.get_query_string(remove=list(mine)),
             "active": any(self._value(name) for name in mine),
         }
+
+
+# The date filters' one-click ranges: (label, days ending today).
+PRESETS = (("Today", 1), ("Past 7 days", 7), ("Past 30 days", 30))
 
 
 class DateRangeFilter(_InputFilter):
@@ -50,12 +59,24 @@ class DateRangeFilter(_InputFilter):
     def inputs(self):
         return [
             # Text, not type=date: a browser's date input shows its locale's order (mm/dd/yyyy in en-US);
-            # these filters, the API and the CSV all speak ISO days.
-            {"name": self.since_param, "label": "From (YYYY-MM-DD)", "type": "text", "iso_date": True,
+            # these filters, the API and the CSV all speak ISO days. The placeholder is the format, not
+            # a date: a sample date there read as a filter already applied.
+            {"name": self.since_param, "label": "From", "type": "text", "iso_date": True,
              "value": self._value(self.since_param)},
-            {"name": self.until_param, "label": "To (YYYY-MM-DD)", "type": "text", "iso_date": True,
+            {"name": self.until_param, "label": "To", "type": "text", "iso_date": True,
              "value": self._value(self.until_param)},
         ]
+
+    def presets(self, changelist):
+        """Today, the past 7 and the past 30 days (each ending today, in the site's time zone)."""
+        today = timezone.localdate()
+        chosen = (self._value(self.since_param), self._value(self.until_param))
+        presets = []
+        for label, days in PRESETS:
+            span = ((today - timedelta(days=days - 1)).isoformat(), today.isoformat())
+            url = changelist.get_query_string({self.since_param: span[0], self.until_param: span[1]})
+            presets.append({"label": label, "url": url, "selected": chosen == span})
+        return presets
 
     def _day(self, name):
         raw = self._value(name)

@@ -62,13 +62,40 @@ def page_of(serializer_class, name: str):
                                     "results": serializer_class(many=True)})
 
 
+# Each error answer's codes, by status (plugins_app/errors.py and DRF's own, as api/errors.py answers them).
+ERROR_CODES = {
+    400: ("invalid", "bad_request", "parse_error", "compile_error"),
+    401: ("unauthenticated",),
+    404: ("not_found", "unknown_hook"),
+    409: ("conflict",),
+    413: ("payload_too_large",),
+    415: ("unsupported_media_type",),
+    502: ("platform_error", "ssh_unavailable"),
+}
+# One real answer per status, shown in the docs instead of "string".
+ERROR_EXAMPLES = {
+    400: {"code": "invalid", "message": "context.systemPrompt: expected a string", "field": "context.systemPrompt"},
+    401: {"code": "unauthenticated", "message": "Authentication credentials were not provided.", "field": None},
+    404: {"code": "not_found", "message": "installation 42 not found in this account", "field": None},
+    409: {"code": "conflict", "message": "a plugin named 'rm-guard' is already installed in this account",
+          "field": None},
+    413: {"code": "payload_too_large", "message": "the request body is over the 1 MiB limit", "field": None},
+    415: {"code": "unsupported_media_type", "message": "Unsupported media type \"text/plain\" in request.",
+          "field": None},
+    502: {"code": "platform_error", "message": "the platform could not be reached", "field": None},
+}
+
 ERROR = {
     "type": "object",
     "description": "Every error answer: a code, a message, and the field it is about (null when none). "
-                   "Some errors add details (`hooks`, `errors`, `fields`, `status`, ...).",
+                   "Some errors add details (`hooks`, `errors`, `fields`, `status`, ...). Codes: "
+                   + "; ".join(f"{status}: " + ", ".join(f"`{c}`" for c in codes) for status, codes in ERROR_CODES.items())
+                   + ".",
     "properties": {"error": {
         "type": "object",
-        "properties": {"code": {"type": "string"}, "message": {"type": "string"},
+        "properties": {"code": {"type": "string", "description": "what went wrong, in a word a program can test "
+                                                                "(see the list above)"},
+                       "message": {"type": "string", "description": "what went wrong, for a person"},
                        "field": {"type": "string", "nullable": True,
                                  "description": "the field, parameter or body path the error is about"}},
         "required": ["code", "message", "field"],
@@ -170,9 +197,11 @@ def document_errors(result, generator, request, public):
             if "summary" not in op and op.get("operationId") in SUMMARIES:
                 op["summary"] = SUMMARIES[op["operationId"]]
             for status in _error_statuses(op):
+                codes = ", ".join(f"`{c}`" for c in ERROR_CODES[status])
                 op["responses"].setdefault(str(status), {
-                    "description": _ERRORS[status],
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+                    "description": f"{_ERRORS[status]} Codes: {codes}.",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"},
+                                                     "example": {"error": ERROR_EXAMPLES[status]}}}})
     result["tags"] = [{"name": name, "description": TAG_DESCRIPTIONS.get(name, "")}
                       for name in TAG_DESCRIPTIONS if name in used]
     return result
@@ -196,3 +225,34 @@ def _error_statuses(op) -> list[int]:
 def _is_page(op) -> bool:
     ok = op.get("responses", {}).get("200", {}).get("content", {}).get("application/json", {}).get("schema", {})
     return ok.get("$ref", "").endswith("Page") or "Paginated" in ok.get("$ref", "")
+
+
+def drop_echoed_choice_labels(result, generator, request, public):
+    """drf-spectacular postprocessing hook: enum descriptions list each choice with its label; a choice
+    whose label is its value ("`unchanged` - unchanged") says nothing, so its line is left out (and a
+    description left empty goes)."""
+    _drop_echoes(result.get("components", {}))
+    return result
+
+
+def _drop_echoes(node) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _drop_echoes(item)
+        return
+    if not isinstance(node, dict):
+        return
+    description = node.get("description")
+    if isinstance(description, str) and "` - " in description:
+        kept = "\n".join(line for line in description.splitlines() if not _echoes_its_value(line)).strip()
+        if kept:
+            node["description"] = kept
+        else:
+            del node["description"]
+    for value in node.values():
+        _drop_echoes(value)
+
+
+def _echoes_its_value(line: str) -> bool:
+    value, sep, label = line.removeprefix("* `").partition("` - ")
+    return line.startswith("* `") and bool(sep) and value == label

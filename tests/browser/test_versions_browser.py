@@ -102,3 +102,35 @@ def test_an_admin_puts_a_veto_in_shadow_reads_its_counts_and_promotes_it(page, l
     assert page.locator("#hub-to-shadow").count() == 1   # live again: it can be shadowed anew
     status, body = execute(live_server, raw_key, "userMessageInbound", INBOUND)
     assert (status, body["outcome"], body["cancellation"]["reason"]) == (200, "cancelled", "no: rm -rf /")
+
+
+def _luminance(rgb: str) -> float:
+    """Relative luminance (WCAG) of a computed 'rgb(r, g, b)' colour."""
+    channels = [int(x) / 255 for x in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3]]
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_the_live_badge_is_readable_and_a_long_line_diff_stays_in_the_window(page, live_server):
+    # Issue 33: the badge was pale green on white, and a diff of long lines made the page 1,870 px wide.
+    account = Account.objects.create(name="acme")
+    services.add_member("acme", "alice", "admin", password=PASSWORD)
+    long_line = "const words = [" + ", ".join(f"'word{i}'" for i in range(80)) + "];\n"
+    installation = plugins.install_plugin(account, name="Greeter", source=long_line + appender("-v1"),
+                                          language="javascript")
+    from plugins_app.services.versions import releases as versions
+    versions.create_draft(account, installation.pk, source=long_line.replace("word1'", "WORD1'") + appender("-v2"),
+                          language="javascript")
+    log_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/admin/plugins_app/pluginversion/installation/{installation.pk}/")
+    page.wait_for_selector("#hub-diff table.diff")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= page.viewport_size["width"], width
+    badge = page.locator("#version-1 .hub-live")
+    colour, background = badge.evaluate("e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]")
+    assert _contrast(colour, background) >= 4.5, (colour, background)

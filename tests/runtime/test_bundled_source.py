@@ -1,5 +1,7 @@
 """Bundled code the way libraries write it: SES-suspect text in literals, and the global object's names."""
 
+from pathlib import Path
+
 import pytest
 
 from .conftest import INBOUND_CONTEXT, PROMPT_CONTEXT
@@ -137,3 +139,30 @@ def test_a_timer_set_at_load_time_is_refused(pool):
     errors = pool.compile("setTimeout(() => {}, 1);\nglobalThis.middleware.systemPrompt = (c) => c.systemPrompt;",
                           "javascript")["errors"]
     assert errors and "only inside a handler's invocation" in errors[0]["message"]
+
+
+WITH_SOURCE = "const a = 1;\nfunction f(o) {\n  with (o) { return a; }\n}\nglobalThis.middleware.systemPrompt = (c) => c.systemPrompt;"
+
+
+@pytest.mark.parametrize("language", ["javascript", "typescript"])
+def test_a_with_statement_is_named_where_it_stands_with_the_way_round_it(language, pool):
+    # Issue 33: SES refused the whole source "at line 1, column 1" without saying why.
+    errors = pool.compile(WITH_SOURCE, language)["errors"]
+    assert errors and (errors[0]["line"], errors[0]["column"]) == (3, 3)
+    assert "`with` statement" in errors[0]["message"] and "variable" in errors[0]["message"]
+
+
+def test_lodash_template_without_a_variable_says_what_to_do(make_handler, chain):
+    # lodash's _.template builds its function with `with` unless given a variable name (the bundle's
+    # other calls use one); the warning names the construct and the way round it.
+    lodash = (Path(__file__).parent / "compat" / "bundles" / "lodash.js").read_text()
+    handler = make_handler(lodash, slug="lodash")
+    trace = chain("userMessageInbound", [handler], dict(INBOUND_CONTEXT, text="template without variable")).trace[0]
+    assert trace.status == "error"
+    assert "`with` statement" in trace.warning and "_.template(text, { variable: 'data' })" in trace.warning
+
+
+def test_a_with_built_at_load_time_is_explained_too(pool):
+    errors = pool.compile("Function('o', 'with (o) { return 1; }');\n"
+                          "globalThis.middleware.systemPrompt = (c) => c.systemPrompt;", "javascript")["errors"]
+    assert errors and "{ variable: 'data' }" in errors[0]["message"]

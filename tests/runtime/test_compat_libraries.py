@@ -16,7 +16,8 @@ CASES = {
                "<h1>Hi</h1>\n<!-- keep -->\n\n<p><strong>bold</strong> and <code>import(&#39;x&#39;)</code></p>\n"),
     "lodash": ("Hello big World foo", json.dumps({
         "kebab": "hello-big-world-foo", "chunks": [["Hello", "big"], ["World", "foo"]], "counts": {"3": 2, "5": 2},
-        "merged": {"a": {"b": 1, "c": 2}}, "clone": {"d": [1, {"e": 2}]}}, separators=(",", ":"))),
+        "merged": {"a": {"b": 1, "c": 2}}, "clone": {"d": [1, {"e": 2}]}, "template": "Hi Hello!"},
+        separators=(",", ":"))),
     "zod": ('{"id": "nope", "qty": 0, "email": "a@b.co"}', "invalid id,qty"),
     "date-fns": ("2024-02-28 2024-03-02", "Wednesday, February 28th 2024 | 3 | 2024-03-04"),
     "js-yaml": ("items: [a, b]\nname: x\n", "items:\n  - a\n  - b\n  - added\nname: x\n"),

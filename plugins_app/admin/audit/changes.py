@@ -19,6 +19,7 @@ def _json(value) -> str:
 
 @admin.register(AccountChange)
 class AccountChangeAdmin(ReadOnlyAccountScopedAdmin):
+    count_names = ("change", "changes")   # the model's plural, "change log", names the whole list
     list_display = ["created_at", "actor_name", "action", "plugin_slug", "summary", "account"]
     list_filter = ["action", ("plugin_slug", PluginSlugFilter), ("created_at", DateRangeFilter),
                    ("actor_name", ExactTextFilter), "account"]

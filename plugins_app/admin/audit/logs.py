@@ -39,6 +39,7 @@ class _Echo:
 
 @admin.register(CancelLog)
 class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
+    count_names = ("cancel-log entry", "cancel-log entries")   # the model's plural names the whole log
     list_display = ["created_at", "hook", plugin_column, "short_reason", "agent_id", "session_id", "account"]
     list_filter = ["hook", ("plugin_slug", PluginSlugFilter), ("created_at", DateRangeFilter),
                    ("agent_id", ExactTextFilter), ("session_id", ExactTextFilter), "account"]
@@ -126,6 +127,8 @@ class HandlerWarningAdmin(ReadOnlyAccountScopedAdmin):
 
 @admin.register(UsageDaily)
 class UsageDailyAdmin(ReadOnlyAccountScopedAdmin):
+    count_names = ("usage row (a plugin's runs on one hook in one day)", "usage rows (a plugin's runs on one hook "
+                   "in one day each)")
     list_display = ["day", plugin_column, "hook", "runs", "total_time", "average_time", "account"]
     list_filter = [("plugin_slug", PluginSlugFilter), "hook", ("day", DateRangeFilter), "account"]
     list_select_related = ["account"]

@@ -11,6 +11,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 
 from plugins_app.admin.plugins.forms import TryItForm
@@ -19,7 +21,7 @@ from plugins_app.admin.versions.diff import as_text, diff_html
 from plugins_app.errors import HubError, InvalidInput, NotFound
 from plugins_app.models import ChainEntry, Installation, PluginVersion
 from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
-from plugins_app.services.execution import tryit
+from plugins_app.services.execution import quarantine, tryit
 from plugins_app.services.plugins import admin_ops
 
 
@@ -55,6 +57,12 @@ class HookFilter(_RequiredChoiceFilter):
             for hook in ChainEntry.objects.filter(account_id=int(account)).values_list("hook", flat=True):
                 counts[hook] = counts.get(hook, 0) + 1
         return [(name, f"{name} ({counts[name]})" if name in counts else name) for name in HOOK_NAMES]
+
+
+# What the chain page says of each installation's part in the chain (a quarantined one is never "enabled").
+STATE_WORDS = {"enabled": "enabled", "disabled": "disabled (skipped, keeps its place)",
+               "shadow": "in shadow (runs after the chain on a copy; never applied)",
+               "slow lane": "enabled, in the slow lane"}
 
 
 @admin.register(ChainEntry)
@@ -162,7 +170,14 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
 
     @admin.display(description="state")
     def state(self, obj):
-        return "enabled" if obj.installation.enabled else "disabled (skipped, keeps its place)"
+        installation = obj.installation
+        state = quarantine.run_state(installation)
+        if state == "quarantined":
+            until = timezone.localtime(installation.quarantined_until)
+            return format_html('<span class="hub-state-quarantined" title="{}">quarantined until {} '
+                               '(skipped, keeps its place)</span>', installation.quarantine_reason,
+                               date_format(until, "DATETIME_FORMAT"))
+        return STATE_WORDS[state]
 
     @admin.display(description="granted")
     def granted(self, obj):

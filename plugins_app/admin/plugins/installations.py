@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
@@ -343,8 +344,11 @@ class InstallationAdmin(AccountScopedAdmin):
 
     @admin.display(description="status")
     def quarantine_status(self, obj):
+        policy = settings.HUB_QUARANTINE
         return render_to_string("admin/plugins_app/installation/quarantine_status.html",
-                                {"status": quarantine.status(obj), "installation": obj})
+                                {"status": quarantine.status(obj), "installation": obj,
+                                 "strikes_to_quarantine": policy.strikes,
+                                 "window": quarantine.duration_words(policy.window_seconds)})
 
     @admin.display(description="kind")
     def kind(self, obj):

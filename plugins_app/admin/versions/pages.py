@@ -10,6 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
@@ -95,6 +96,7 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
         rows = list(installation.versions.order_by("-number"))
         for row in rows:
             row.not_granted = versions.not_granted(installation, row)
+        report = shadow.report(installation.account, installation.pk)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Versions of {installation.plugin.name} in {installation.account}",
@@ -108,7 +110,8 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
             "starters": starters(),
             "completions": completions(),
             "deploys": versions.deploy_history(installation)[:50],
-            "shadow": shadow.report(installation.account, installation.pk),
+            "shadow": report,
+            "shadow_since": parse_datetime(report["since"]) if report["since"] else None,
             **self._diff_context(request, rows),
         }
         return TemplateResponse(request, "admin/plugins_app/pluginversion/history.html", context)

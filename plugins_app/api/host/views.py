@@ -68,7 +68,9 @@ class AgentDetailView(AccountView):
         return Response(hs.AgentSerializer(agents.get_agent(self.account, agent_id)).data)
 
     @body(inline_serializer("AgentRegistration", {
-        "name": serializers.CharField(), "plugin": serializers.CharField(allow_null=True, required=False)}))
+        "name": serializers.CharField(), "plugin": serializers.CharField(allow_null=True, required=False)}),
+        responses={200: hs.AgentSerializer, 201: hs.AgentSerializer},
+        summary="Register an agent (201) or update the one registered under this id (200)")
     def put(self, request, agent_id):
         agent, created = agents.register_agent(self.account, agent_id, request.data)
         return Response(hs.AgentSerializer(agent).data,

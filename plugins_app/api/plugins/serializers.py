@@ -1,5 +1,6 @@
 """Request and response shapes of the API; ids leave the hub as strings."""
 
+from django.core.exceptions import FieldDoesNotExist
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -13,6 +14,19 @@ from plugins_app.services.observability import latency
 
 @extend_schema_field(OpenApiTypes.STR)
 class StrIdField(serializers.Field):
+    """An id as a string; null (and documented as nullable) when its model field may be null, as an
+    uninstalled plugin's installation in the change log or the cancel log."""
+
+    def bind(self, field_name, parent):
+        super().bind(field_name, parent)
+        model = getattr(getattr(parent, "Meta", None), "model", None)
+        name = self.source.removesuffix("_id")
+        if model is not None and "." not in name:
+            try:
+                self.allow_null = model._meta.get_field(name).null
+            except FieldDoesNotExist:   # "pk" and other names that are no field
+                pass
+
     def to_representation(self, value):
         return None if value is None else str(value)
 
@@ -32,7 +46,12 @@ class ExecuteRequestSerializer(serializers.Serializer):
 class TraceEntrySerializer(serializers.Serializer):
     installationId = serializers.CharField()
     plugin = serializers.CharField()
-    status = serializers.ChoiceField(choices=["ran", "cancelled", "error", "timeout", "malformed", "quarantined"])
+    status = serializers.ChoiceField(choices=[
+        ("ran", "it ran and answered"), ("cancelled", "it cancelled the action"),
+        ("error", "it threw or failed to load; skipped (fail-open)"),
+        ("timeout", "it ran past its time budget; skipped"),
+        ("malformed", "it returned a value of the wrong shape; skipped"),
+        ("quarantined", "it is in quarantine after repeated timeouts; not run")])
     changed = serializers.BooleanField()
     durationMs = serializers.FloatField()
     warning = serializers.CharField(allow_null=True)
@@ -87,7 +106,11 @@ class CancellationSerializer(serializers.Serializer):
 
 class ExecuteResponseSerializer(serializers.Serializer):
     hook = serializers.CharField()
-    outcome = serializers.ChoiceField(choices=["unchanged", "changed", "cancelled"])
+    # Labels say what each outcome means: the docs list each choice with its label.
+    outcome = serializers.ChoiceField(choices=[
+        ("unchanged", "no handler changed the value: go on with the original"),
+        ("changed", "the value was changed: go on with `value`"),
+        ("cancelled", "a handler cancelled: do not go on (see `cancellation`)")])
     value = serializers.JSONField(help_text="the hook's mutable value(s) after the chain; null for observe-only")
     cancellation = CancellationSerializer(allow_null=True)
     trace = TraceEntrySerializer(many=True)

@@ -61,13 +61,31 @@ class HookListView(AccountView):
         return Response({"hooks": [spec.as_dict() for spec in HOOKS.values()]})
 
 
+EXECUTE_DESCRIPTION = """The platform calls this at each of the 14 hook points, with the hook's context.
+
+The account's installations that hook this point run **in chain order**, one after another, each
+seeing the value the one before it handed on. A handler may change the value, leave it, or
+**cancel**, which stops the chain: then `outcome` is `cancelled`, `cancellation` names the plugin
+and its reason, and the platform must not go on with the action.
+
+**Fail-open**: a handler that throws, runs past its time budget or returns the wrong shape is
+skipped with a warning (its `trace` entry says which) and the value goes on unchanged; a broken
+plugin never takes an agent down.
+
+`hop` counts how deep this call is, 0 to 64 (a plugin's action that fires another hook adds one),
+and `turnId` is recorded with any cancellation.
+
+In these docs, pick a hook's example under *Request body*: the `hook` in the path follows it.
+"""
+
+
 class HookExecuteView(AccountView):
     renderer_classes = [PlainJSONRenderer, *(cast(type[BaseRenderer], r) for r in api_settings.DEFAULT_RENDERER_CLASSES
                                              if r is not JSONRenderer)]
     content_negotiation_class = JSONFirstNegotiation
 
     @body(s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
-          summary="Run the account's chain for a hook")
+          summary="Run the account's chain for a hook", description=EXECUTE_DESCRIPTION)
     def post(self, request, hook):
         started = time.perf_counter()
         with metrics.execute_observed(hook) as observed, \

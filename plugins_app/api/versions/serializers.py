@@ -60,3 +60,8 @@ class ReplayRequestSerializer(serializers.Serializer):
     installationId = serializers.CharField(required=False, help_text="run this installation's `version` instead "
                                                                      "of its live code")
     version = serializers.CharField(required=False)
+    liveReads = serializers.BooleanField(
+        required=False, default=False,
+        help_text="make the plugins' plain GET/HEAD fetches for real (no body, no method override); every "
+                  "other outward call (fetches that send, llm, decide, the platform, SSH) is still answered "
+                  "by a stand-in and listed in wouldCall")

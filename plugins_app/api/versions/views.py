@@ -79,7 +79,7 @@ class ReplayView(AccountView):
     def post(self, request, entry_id):
         data = _validated(vs.ReplayRequestSerializer, request.data or {})
         outcome = replay.replay_cancellation(self.account, entry_id, installation_id=data.get("installationId"),
-                                             version=data.get("version"))
+                                             version=data.get("version"), live_reads=data["liveReads"])
         return Response(replay.as_dict(outcome))
 
 

@@ -16,6 +16,7 @@ from plugins_app.runtime import positions
 from plugins_app.runtime.engine import jsassets
 from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
 from plugins_app.runtime.protocol import JsonObject, Limits
+from plugins_app.runtime.tables.error_hints import explain
 from plugins_app.runtime.tables.sdk_types import middleware_d_ts
 
 # The TypeScript isolate holds the compiler, the ES2022 library and the SDK, parsed once (about 150 MiB
@@ -45,13 +46,15 @@ class Compiler:
         async with self.lock:
             transpiled = await self._transpile(req)
             if transpiled["errors"]:
-                return {"errors": transpiled["errors"]}
+                return {"errors": _explained(transpiled["errors"])}
             if req.get("typecheck") and req.get("language") == "typescript":
                 type_errors = await self._typecheck(req["source"])
                 if type_errors:
                     return {"errors": type_errors, "stage": "types"}
             transpiled["code"] = with_source_map(transpiled)
-            return await self._probe(transpiled)
+            result = await self._probe(transpiled)
+            result["errors"] = _explained(result["errors"])
+            return result
 
     async def _typescript(self) -> MiniRacer:
         if self.typescript is None:
@@ -177,3 +180,10 @@ def _load_error(exc: JSEvalException) -> JsonObject:
     if frame:
         line, column = int(frame.group(1)), int(frame.group(2))
     return {"message": first[:500], "line": line, "column": column}
+
+
+def _explained(errors: list[JsonObject]) -> list[JsonObject]:
+    """Errors with a hint added where the message is one authors often meet (tables/error_hints.py)."""
+    for error in errors:
+        error["message"] = explain(error["message"])
+    return errors

@@ -46,6 +46,21 @@
     return errors;
   }
 
+  // A `with` statement makes SES refuse the whole source at line 1, column 1: name it where it stands
+  // (the Python side adds the way round it, runtime/tables/error_hints.py).
+  function withStatements(file) {
+    const errors = [];
+    const visit = (node) => {
+      if (node.kind === ts.SyntaxKind.WithStatement) {
+        errors.push({ message: "SyntaxError: Strict mode code may not include a with statement",
+          ...position(file, node.getStart(file)) });
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(file);
+    return errors;
+  }
+
   // ---- Literal escaping (issue 13): SES refuses any source text holding "<!--", "-->" or "import("
   // (and "import" before a comment), even inside a string, a regular expression, a template or a
   // comment, where bundled libraries often have them (marked's HTML-comment rule). Its evade options
@@ -177,7 +192,7 @@
       errors = file.parseDiagnostics.map((d) => ({ message: ts.flattenDiagnosticMessageText(d.messageText, "\n"),
         ...position(file, d.start) }));
     }
-    errors.push(...moduleStatements(file), ...dynamicImports(file));
+    errors.push(...moduleStatements(file), ...dynamicImports(file), ...withStatements(file));
     if (!errors.length) {
       if (code.search(SES_SUSPECT) >= 0) {
         const codeFile = typescript ? ts.createSourceFile("out.js", code, ts.ScriptTarget.ES2022, false) : file;

@@ -27,6 +27,9 @@ class HostMember:
     charged: bool = True
     # False: the harness answers it inside the isolate (no call reaches the host bridge).
     bridged: bool = True
+    # True: answering it reaches a system outside the hub (the network, an LLM, the platform, a server).
+    # A replay or a shadow run never makes such a call: a stand-in answers it and the run reports it.
+    outward: bool = False
 
     @property
     def top(self) -> str:
@@ -39,22 +42,23 @@ class HostMember:
 HOST_MEMBERS: tuple[HostMember, ...] = (
     HostMember("log", None, bridged=False),
     HostMember("config", None, bridged=False),
-    HostMember("fetch", "host:fetch"),
-    HostMember("llm", "host:llm"),
-    HostMember("decide", "host:decide"),
+    HostMember("fetch", "host:fetch", outward=True),
+    HostMember("llm", "host:llm", outward=True),
+    HostMember("decide", "host:decide", outward=True),
     HostMember("agents.list", "host:agents"),
     HostMember("session.peer.send", "host:session", offered="session"),
-    HostMember("session.conversation.read", "host:session", offered="session"),
+    HostMember("session.conversation.read", "host:session", offered="session", outward=True),
     HostMember("workspace.read", "host:workspace", offered="workspace"),
     HostMember("workspace.write", "host:workspace", offered="workspace"),
     HostMember("workspace.list", "host:workspace", offered="workspace"),
     HostMember("workspace.delete", "host:workspace", offered="workspace"),
-    HostMember("ssh.command", "host:ssh:command", offered="ssh", charged=False),
+    HostMember("ssh.command", "host:ssh:command", offered="ssh", charged=False, outward=True),
 )
 
 MEMBERS_BY_NAME: dict[str, HostMember] = {m.name: m for m in HOST_MEMBERS}
 BRIDGED_MEMBERS: frozenset[str] = frozenset(m.name for m in HOST_MEMBERS if m.bridged)
 UNCHARGED_MEMBERS: frozenset[str] = frozenset(m.name for m in HOST_MEMBERS if not m.charged)
+OUTWARD_MEMBERS: frozenset[str] = frozenset(m.name for m in HOST_MEMBERS if m.outward)
 
 
 def _permission_by_top() -> dict[str, str | None]:

@@ -10,6 +10,7 @@ from typing import Any, cast
 from plugins_app.runtime import positions
 from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_CPU_MS
 from plugins_app.runtime.protocol import CrashKind, HostPlan, JsonObject, Op, RunRequest, RunResult, TraceEntry
+from plugins_app.runtime.tables.error_hints import explain
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.tables.members import OFFERED_BY
 from plugins_app.runtime.web.tier import EngineDown, Tier
@@ -185,7 +186,7 @@ def _request(tier: Tier, account_key: str, request: RunRequest, by_id: dict[str,
 
 
 def _load_failed(handler: Handler, reply: RunResult) -> HandlerTrace:
-    warning = f"could not load: {reply['loadError']}"
+    warning = f"could not load: {explain(reply['loadError'])}"
     if reply.get("loadCulprit") != handler.installation_id:
         return HandlerTrace(handler.installation_id, handler.plugin, "error", False, 0.0, warning)
     # Its code cost the isolate: a wedge counts as a timeout (towards quarantine), as in a chain.
@@ -227,13 +228,19 @@ def _trace(spec: HookSpec, handler: Handler, t: TraceEntry) -> HandlerTrace:
     if t.get("logsDropped"):
         logs = logs + [{"level": "warn", "message": f"{t['logsDropped']} more log lines dropped", "at": None}]
     value = spec.value_of(t["context"]) if "context" in t else None
-    warning, at = t.get("warning"), None
+    raw_warning, at = t.get("warning"), None
+    warning = explain(raw_warning) if raw_warning else None
     if t["status"] in FAILED:   # rare: a map is read only for a handler that failed
         at = positions.locate(handler.code_hash, handler.code, spec.name, t["status"], t.get("at"))
         warning = positions.described(warning, at)
     return HandlerTrace(handler.installation_id, handler.plugin, t["status"], bool(t.get("changed")),
                         float(t.get("durationMs") or 0), warning or t.get("stateReset"), logs,
                         t.get("crash"), value=value, state_reset=t.get("stateReset"), at=at)
+
+
+def _warning(t: TraceEntry) -> str | None:
+    warning = t.get("warning")
+    return explain(warning) if warning else t.get("stateReset")
 
 
 def _cancellation(handler: Handler, data: JsonObject) -> Cancellation:

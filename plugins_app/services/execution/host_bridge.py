@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from plugins_app.runtime.tables.hooks import HookSpec
-from plugins_app.runtime.tables.members import BRIDGED_MEMBERS
+from plugins_app.runtime.tables.members import BRIDGED_MEMBERS, OUTWARD_MEMBERS
 from plugins_app.runtime.tables.permissions import permission_for
 from plugins_app.runtime.web.chain import Handler, HostError
 from plugins_app.services.secrets.egress import SecretBox
@@ -41,20 +42,30 @@ MEMBERS: dict[str, Member] = {}
 # that only sometimes do (a fetch that posts): a dry run reports them instead of calling them.
 # Filled by register_members() too.
 WRITES: dict[str, Callable[[list], bool]] = {}
-# What a dry run answers a writing call with: an object, so plugins that read a field of the answer
-# go on instead of failing on null.
+# What a dry run answers a call it does not make with, unless the member names its own stand-in: an
+# object, so plugins that read a field of the answer go on instead of failing on null.
 DRY_RUN_ANSWER = {"dryRun": True}
+# Filled by register_members(): a member's own stand-in answer (shaped like its real one, marked dryRun).
+STAND_INS: dict[str, Any] = {}
+# Filled by register_members(): for outward members, which calls are reads an account admin may let a
+# replay make for real ("live reads").
+LIVE_READS: dict[str, Callable[[list], bool]] = {}
 _MARK = "host_member"
 
 
-def member(name: str, *, writes: bool | Callable[[list], bool] = False) -> Callable[[Member], Member]:
+def member(name: str, *, writes: bool | Callable[[list], bool] = False, stand_in: Any = DRY_RUN_ANSWER,
+           live_read: Callable[[list], bool] | None = None) -> Callable[[Member], Member]:
     """Mark the function that answers `host.<name>(...)`; `name` must be a bridged member of the table.
-    `writes` marks members with side effects (or tests a call's arguments for them)."""
+    `writes` marks members with side effects (or tests a call's arguments for them); `stand_in` is
+    what a dry run answers instead of calling it; `live_read` tests a call of an outward member for
+    a plain read an account admin may let a replay make."""
     if name not in BRIDGED_MEMBERS:
         raise ValueError(f"host.{name} is not a bridged member in plugins_app/runtime/members.py")
+    if live_read is not None and name not in OUTWARD_MEMBERS:
+        raise ValueError(f"host.{name}: only an outward member has live reads")
 
     def mark(fn: Member) -> Member:
-        setattr(fn, _MARK, (name, writes))
+        setattr(fn, _MARK, (name, writes, stand_in, live_read))
         return fn
     return mark
 
@@ -72,13 +83,18 @@ def register_members(functions: list[Member]) -> None:
     """Install the member functions; every bridged member of the table needs exactly one."""
     found: dict[str, Member] = {}
     writes: dict[str, Callable[[list], bool]] = {}
+    stand_ins: dict[str, Any] = {}
+    live_reads: dict[str, Callable[[list], bool]] = {}
     for fn in functions:
-        name, writing = getattr(fn, _MARK)
+        name, writing, stand_in, live_read = getattr(fn, _MARK)
         if name in found and found[name] is not fn:
             raise ValueError(f"host.{name} is answered by two functions")
         found[name] = fn
         if writing:
             writes[name] = writing if callable(writing) else _always_writes
+        stand_ins[name] = stand_in
+        if live_read is not None:
+            live_reads[name] = live_read
     missing = sorted(BRIDGED_MEMBERS - set(found))
     if missing:
         raise ValueError("host members in runtime/members.py without a function: " + ", ".join(missing))
@@ -86,14 +102,31 @@ def register_members(functions: list[Member]) -> None:
     MEMBERS.update(found)
     WRITES.clear()
     WRITES.update(writes)
+    STAND_INS.clear()
+    STAND_INS.update(stand_ins)
+    LIVE_READS.clear()
+    LIVE_READS.update(live_reads)
+
+
+def stands_in(name: str, args: list, *, live_reads: bool = False) -> bool:
+    """Whether a dry run answers this call from a stand-in: every call that writes, and every call that
+    reaches outside the hub (a replay or shadow run acts on nothing), but for the plain reads of a
+    replay an account admin asked to make live."""
+    if name in WRITES and WRITES[name](args):
+        return True
+    if name not in OUTWARD_MEMBERS:
+        return False
+    return not (live_reads and name in LIVE_READS and LIVE_READS[name](args))
 
 
 class HostBridge:
     def __init__(self, account, spec: HookSpec, context: dict, *, hop: int = 0, turn_id: str = "",
-                 extras: dict | None = None, record: bool = True, dry_run: bool = False):
+                 extras: dict | None = None, record: bool = True, dry_run: bool = False, live_reads: bool = False):
         self.account, self.spec, self.context = account, spec, context
         self.record = record
-        self.dry_run = dry_run       # writing members are not called, only listed in would_call
+        # Calls that write or reach outside are not made, only listed in would_call (stood in); with
+        # live_reads (an account admin's choice on a replay), outward plain reads are made for real.
+        self.dry_run, self.live_reads = dry_run, live_reads
         self.would_call: list[dict] = []
         self.hop, self.turn_id, self.extras = hop, turn_id, extras or {}
         self.effects: list = []
@@ -109,10 +142,11 @@ class HostBridge:
             raise HostError(f"host.{name} needs the {permission} permission, which an account admin "
                             f"has not granted to {handler.plugin}")
         self.calls[handler.installation_id, name] += 1
-        if self.dry_run and name in WRITES and WRITES[name](args):
+        if self.dry_run and stands_in(name, args, live_reads=self.live_reads):
+            answer = copy.deepcopy(STAND_INS.get(name, DRY_RUN_ANSWER))
             self.would_call.append({"installationId": handler.installation_id, "plugin": handler.plugin,
-                                    "member": f"host.{name}", "args": args})
-            return dict(DRY_RUN_ANSWER)
+                                    "member": f"host.{name}", "args": args, "standIn": answer})
+            return answer
         call = HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id,
                         self.extras, self.effects, self.calls[handler.installation_id, name], self.record,
                         self.secrets)

@@ -67,7 +67,7 @@ def _locked(account_id, installation_id) -> Installation | None:
             .filter(pk=installation_pk, account_id=account_pk).first())
 
 
-def _duration(seconds: int) -> str:
+def duration_words(seconds: int) -> str:
     if seconds % 60:
         return f"{seconds} seconds"
     minutes = seconds // 60
@@ -97,8 +97,20 @@ def in_slow_lane(installation: Installation, now: datetime | None = None) -> boo
     return until is not None and until > (now or timezone.now())
 
 
+def run_state(installation: Installation, now: datetime | None = None) -> str:
+    """How the installation takes part in its chains now: "disabled", "quarantined" (skipped until its
+    cool-down ends), "shadow" (runs after the chain, never applied), "slow lane" or "enabled"."""
+    if not installation.enabled:
+        return "disabled"
+    if is_quarantined(installation, now):
+        return "quarantined"
+    if installation.mode == "shadow":
+        return "shadow"
+    return "slow lane" if in_slow_lane(installation, now) else "enabled"
+
+
 def _quarantine_reason(count: int, kind: str, message: str) -> str:
-    window = _duration(settings.HUB_QUARANTINE.window_seconds)
+    window = duration_words(settings.HUB_QUARANTINE.window_seconds)
     reason = f"{count} timeouts/wedges/memory overruns within {window}; the last {MISBEHAVIOURS[kind]}"
     return f"{reason}: {message}"[:REASON_CHARS] if message else reason[:REASON_CHARS]
 

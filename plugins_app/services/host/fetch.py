@@ -158,7 +158,21 @@ def _secret_injector(call: HostCall, names: list[str]) -> Injector:
     return inject
 
 
-@member("fetch", writes=lambda args: _request_parts(args)[1].upper() not in ("GET", "HEAD"))
+# What a replay or shadow run answers instead of fetching: an empty answer, marked.
+STAND_IN = {"dryRun": True, "status": 0, "headers": {}, "body": ""}
+# Headers that make a GET act as another method on many servers: such a GET is no plain read.
+METHOD_OVERRIDES = {"x-http-method-override", "x-http-method", "x-method-override"}
+
+
+def _plain_read(args: list) -> bool:
+    """A GET or HEAD with no body and no method override: what a replay's "live reads" may make."""
+    _, method, headers, body = _request_parts(args)
+    return (method in ("GET", "HEAD") and body is None
+            and not any(name.lower() in METHOD_OVERRIDES for name in headers))
+
+
+@member("fetch", writes=lambda args: _request_parts(args)[1] not in ("GET", "HEAD"), stand_in=STAND_IN,
+        live_read=_plain_read)
 def fetch(call: HostCall, args: list) -> dict:
     url, method, headers, body = _request_parts(args)
     names = secret_names("\n".join([url, *headers.values(), body or ""]))

@@ -134,13 +134,13 @@ def match_option(answer: str, options: list[str]) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
-@member("llm")
+@member("llm", stand_in="")   # a replay or shadow run asks no model: an empty answer
 def llm(call: HostCall, args: list) -> str:
     messages, options = parse_llm_args(args)
     return complete(messages, options)
 
 
-@member("decide")
+@member("decide", stand_in=None)   # a replay or shadow run asks no model: no decision
 def decide(call: HostCall, args: list) -> str:
     question = args[0] if args else None
     options = args[1] if len(args) > 1 else None

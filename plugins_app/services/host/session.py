@@ -57,7 +57,7 @@ def peer_send(call: HostCall, args: list) -> dict:
     return {"delivered": not cancelled, "text": result.value}
 
 
-@member("session.conversation.read")
+@member("session.conversation.read", stand_in={"dryRun": True, "messages": []})
 def conversation_read(call: HostCall, args: list) -> dict:
     """The conversation the caller sent with the request, else the platform's transcript."""
     session_id, _ = _session_of(call)

@@ -17,7 +17,8 @@ MAX_TIMEOUT_SECONDS = 90
 MAX_COMMAND_CHARS = 64 * 1024
 
 
-@member("ssh.command", writes=True)
+@member("ssh.command", writes=True, stand_in={"dryRun": True, "exitCode": None, "output": "", "errorOutput": "",
+                                              "isTruncated": False, "durationMs": 0})
 def command(call: HostCall, args: list) -> dict:
     """Resolves {exitCode, output, errorOutput, isTruncated, durationMs}; a non-zero exit is a
     result. Never fires an SSH hook: it talks to the server directly."""

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from plugins_app.models import CancelLog, ChainEntry, HandlerWarning, Installation, UsageDaily
 from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
+from plugins_app.services.execution import quarantine
 
 RECENT = 5
 USAGE_DAYS = 7
@@ -17,10 +18,16 @@ FAILING_WINDOW = datetime.timedelta(hours=24)
 
 
 @dataclass
+class ChainPlace:
+    entry: ChainEntry   # with its installation and plugin
+    state: str          # quarantine.run_state: "enabled", "disabled", "quarantined", "shadow", "slow lane"
+
+
+@dataclass
 class ChainRow:
     hook: str
     summary: str
-    entries: list = field(default_factory=list)   # ChainEntry rows in order, with installation and plugin
+    entries: list[ChainPlace] = field(default_factory=list)   # in order
 
 
 @dataclass
@@ -44,7 +51,7 @@ def overview(account) -> Overview:
     entries = (ChainEntry.objects.filter(account=account).select_related("installation__plugin")
                .order_by("hook", "position"))
     for entry in entries:
-        by_hook[entry.hook].entries.append(entry)
+        by_hook[entry.hook].entries.append(ChainPlace(entry, quarantine.run_state(entry.installation, now)))
 
     installations = Installation.objects.filter(account=account).select_related("plugin")
     held = []

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from datetime import time as day_time
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from accounts.buffered import BatchConflict, BufferedWriter
@@ -167,18 +167,20 @@ class LatencyRecorder(BufferedWriter):
 
     def write_many(self, prepared: tuple[list, list]) -> None:
         """Each row updated only if its statuses are still as read: every merge adds to them, so a
-        row another process merged into meanwhile is not overwritten (BatchConflict)."""
+        row another process merged into meanwhile is not overwritten; each new row created only if
+        no other process created it since (either way BatchConflict, and the batch goes key by key)."""
         updated, created = prepared
         if updated:
-            table = connection.ops.quote_name(LatencyHistogram._meta.db_table)
-            as_json = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+            as_json = _as_json()
             with connection.cursor() as cursor:
                 cursor.executemany(
-                    f"UPDATE {table} SET runs = %s, total_ms = %s, min_ms = %s, max_ms = %s, buckets = {as_json},"
+                    f"UPDATE {_table()} SET runs = %s, total_ms = %s, min_ms = %s, max_ms = %s, buckets = {as_json},"
                     f" statuses = {as_json} WHERE id = %s AND statuses = {as_json}", updated)
                 if cursor.rowcount != len(updated):
                     raise BatchConflict(f"{len(updated) - cursor.rowcount} histogram row(s) changed since read")
-        LatencyHistogram.objects.bulk_create(created)
+        missed = len(created) - _create_missing(created)
+        if missed:
+            raise BatchConflict(f"{missed} histogram row(s) created by another process since read")
 
     def keep(self, key, value) -> None:
         with self._lock:
@@ -191,12 +193,12 @@ class LatencyRecorder(BufferedWriter):
             lookup = dict(account_id=account_id, plugin_slug=slug, hook=hook, resolution=resolution, start=start)
             row = LatencyHistogram.objects.select_for_update().filter(**lookup).first()
             if row is None:
-                try:
-                    with transaction.atomic():
-                        _save(LatencyHistogram(**lookup), Window().merge(window))
+                fresh = LatencyHistogram(**lookup)
+                _fill(fresh, Window().merge(window))
+                if _create_missing([fresh]):
                     continue
-                except IntegrityError:   # another process created the row first
-                    row = LatencyHistogram.objects.select_for_update().get(**lookup)
+                # Another process created the row since: merge into it, as into any row that was there.
+                row = LatencyHistogram.objects.select_for_update().get(**lookup)
             _save(row, Window.of(row).merge(window))
 
     def prune(self, now: datetime | None = None) -> int:
@@ -217,6 +219,30 @@ class LatencyRecorder(BufferedWriter):
 def _fill(row: LatencyHistogram, window: Window) -> None:
     row.runs, row.total_ms, row.min_ms, row.max_ms = window.runs, window.total_ms, window.min_ms, window.max_ms
     row.buckets, row.statuses = window.buckets, window.statuses
+
+
+def _table() -> str:
+    return connection.ops.quote_name(LatencyHistogram._meta.db_table)
+
+
+def _as_json() -> str:
+    return "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+
+
+def _create_missing(rows: list[LatencyHistogram]) -> int:
+    """Inserts the rows no other process has created meanwhile (never an IntegrityError: a race between
+    two processes' flushes is normal under load); returns how many were inserted."""
+    if not rows:
+        return 0
+    as_json, adapt = _as_json(), connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {_table()} (account_id, plugin_slug, hook, resolution, start, runs, total_ms, min_ms,"
+            f" max_ms, buckets, statuses) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, {as_json}, {as_json})"
+            " ON CONFLICT (account_id, plugin_slug, hook, resolution, start) DO NOTHING",
+            [(r.account_id, r.plugin_slug, r.hook, r.resolution, adapt(r.start), r.runs, r.total_ms, r.min_ms,
+              r.max_ms, json.dumps(r.buckets), json.dumps(r.statuses)) for r in rows])
+        return cursor.rowcount
 
 
 def _save(row: LatencyHistogram, window: Window) -> None:

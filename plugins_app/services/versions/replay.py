@@ -25,6 +25,7 @@ class Replay:
     result: ChainResult
     would_call: list = field(default_factory=list)
     draft: dict | None = None     # {"installationId", "plugin", "version"} when a draft replaced live code
+    live_reads: bool = False      # plain GET/HEAD fetches were made for real
 
 
 def get_entry(account, entry_id) -> CancelLog:
@@ -34,10 +35,12 @@ def get_entry(account, entry_id) -> CancelLog:
     return entry
 
 
-def replay_cancellation(account, entry_id, *, installation_id=None, version=None) -> Replay:
+def replay_cancellation(account, entry_id, *, installation_id=None, version=None, live_reads=False) -> Replay:
     """Run the entry's context through the account's chain as it is now (or with one installation's
     `version` in place of its live code). Nothing is written: no cancel log, warnings, logs, metering
-    or quarantine strikes; host members that write are listed as "would call" instead of called."""
+    or quarantine strikes; host calls that write or reach outside the hub (fetch, llm, decide, the
+    platform, SSH) are answered by stand-ins and listed as "would call". `live_reads` (an account
+    admin's choice, never an auditor's) makes plain GET/HEAD fetches for real."""
     entry = get_entry(account, entry_id)
     spec = require_hook(entry.hook)
     handlers = list(chain_cache.handlers(account, entry.hook))
@@ -51,12 +54,13 @@ def replay_cancellation(account, entry_id, *, installation_id=None, version=None
         context = validate_context(spec, entry.context)
     except ContextError as exc:   # the hook's fields changed since the entry was written
         raise InvalidInput("context", f"the recorded context no longer fits {entry.hook}: {exc.message}") from None
-    bridge = HostBridge(account, spec, context, hop=entry.hop, turn_id=entry.turn_id, record=False, dry_run=True)
+    bridge = HostBridge(account, spec, context, hop=entry.hop, turn_id=entry.turn_id, record=False, dry_run=True,
+                        live_reads=live_reads)
     result = run_chain(get_tier(), engine_key(account), spec, handlers, context, host=bridge, hop=entry.hop,
                        trace_values=True, budget_ms=settings.HUB_ENGINE.budget_ms, cpu_ms=settings.HUB_ENGINE.cpu_ms)
     bridge.secrets.scrub(result, handlers)
     would_call = bridge.secrets.redactor.data(bridge.would_call) + [{"effect": effect} for effect in bridge.effects]
-    return Replay(entry, result, would_call, draft)
+    return Replay(entry, result, would_call, draft, live_reads)
 
 
 def _with_draft(account, hook: str, handlers: list[Handler], installation_id, number):
@@ -96,4 +100,5 @@ def as_dict(replay: Replay) -> dict:
         },
         "sameOutcome": c is not None and c.plugin == entry.plugin_slug,
         "wouldCall": replay.would_call,
+        "liveReads": replay.live_reads,
     }

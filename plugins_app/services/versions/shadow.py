@@ -13,11 +13,12 @@ from accounts.models import Account
 from plugins_app.errors import Conflict, InvalidInput
 from plugins_app.models import AccountChange, Installation, ShadowSample, ShadowStat
 from plugins_app.runtime.tables.hooks import HookSpec
+from plugins_app.runtime.tables.members import HOST_MEMBERS
 from plugins_app.runtime.web.chain import Handler, run_chain
 from plugins_app.services.audit import changes
 from plugins_app.services.engine.tier import engine_key, get_tier
 from plugins_app.services.execution.chain_cache import chain_cache, shadow_key
-from plugins_app.services.execution.host_bridge import HostBridge
+from plugins_app.services.execution.host_bridge import WRITES, HostBridge
 from plugins_app.services.execution.observers import ChainRun
 from plugins_app.services.hooks import require_hook
 from plugins_app.services.observability.metering import meter
@@ -78,10 +79,12 @@ def _run_one(account, spec: HookSpec, handler: Handler, context: dict, hop: int,
     sample, counter = None, None
     if trace.status == "cancelled" and result.cancellation:
         counter = "would_cancel"
-        sample = ShadowSample(kind=ShadowSample.Kind.CANCEL, message=result.cancellation.reason[:500])
+        sample = ShadowSample(kind=ShadowSample.Kind.CANCEL, message=result.cancellation.reason[:500],
+                              before=spec.value_of(context))
     elif trace.status in FAILURES:
         counter = "failed"
-        sample = ShadowSample(kind=ShadowSample.Kind.FAILURE, message=(trace.warning or trace.status)[:500])
+        sample = ShadowSample(kind=ShadowSample.Kind.FAILURE, message=(trace.warning or trace.status)[:500],
+                              before=spec.value_of(context))
     elif trace.changed:
         counter = "would_change"
         sample = ShadowSample(kind=ShadowSample.Kind.CHANGE, before=spec.value_of(context), after=result.value)
@@ -195,10 +198,18 @@ def report(account, installation_id) -> dict:
         "since": stat.since.isoformat() if stat else None,
         "counts": {"calls": stat.calls if stat else 0, "wouldCancel": stat.would_cancel if stat else 0,
                    "wouldChange": stat.would_change if stat else 0, "failed": stat.failed if stat else 0},
-        "wouldCancel": [{"hook": s.hook, "version": s.version, "reason": s.message, "at": s.created_at.isoformat()}
-                        for s in examples(ShadowSample.Kind.CANCEL)],
+        "wouldCancel": [{"hook": s.hook, "version": s.version, "input": s.before, "reason": s.message,
+                         "at": s.created_at.isoformat()} for s in examples(ShadowSample.Kind.CANCEL)],
         "wouldChange": [{"hook": s.hook, "version": s.version, "before": s.before, "after": s.after,
                          "at": s.created_at.isoformat()} for s in examples(ShadowSample.Kind.CHANGE)],
-        "failed": [{"hook": s.hook, "version": s.version, "message": s.message, "at": s.created_at.isoformat()}
-                   for s in examples(ShadowSample.Kind.FAILURE)],
+        "failed": [{"hook": s.hook, "version": s.version, "input": s.before, "message": s.message,
+                    "at": s.created_at.isoformat()} for s in examples(ShadowSample.Kind.FAILURE)],
+        "standIns": stood_in_members(installation.granted_permissions),
     }
+
+
+def stood_in_members(granted) -> list[str]:
+    """The host members this installation may call whose calls a shadow run answers from a stand-in (those
+    that write or reach outside the hub): a shadow run never acts on the world."""
+    return [f"host.{m.name}" for m in HOST_MEMBERS
+            if m.bridged and (m.outward or m.name in WRITES) and (m.permission is None or m.permission in granted)]

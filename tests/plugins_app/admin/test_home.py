@@ -52,7 +52,7 @@ def test_an_account_admin_lands_on_the_accounts_home(login, busy_account):
     soup = page(login(account.name, "alice", "admin"))
     assert soup.h1.get_text(strip=True) == "acme"
     assert len(soup.select("tr.hub-chain-row")) == 14
-    assert chain_of(soup, "systemPrompt") == ["First", "Second (off)"]
+    assert chain_of(soup, "systemPrompt") == ["First (quarantined)", "Second (off)"]
     row = soup.select_one('tr.hub-chain-row[data-hook="systemPrompt"]')
     links = {a.get_text(strip=True): a["href"] for a in row.select("a")}
     assert links["Reorder"] == f"/admin/plugins_app/chainentry/?account={account.pk}&hook=systemPrompt"
@@ -77,7 +77,7 @@ def test_an_auditor_gets_the_audit_version(login, busy_account):
     assert "You audit this account" in soup.get_text()
     assert not soup.select(".hub-actions")
     assert "Reorder" not in soup.get_text() and not soup.select(".hub-chains a")
-    assert chain_of(soup, "systemPrompt") == ["First", "Second (off)"]
+    assert chain_of(soup, "systemPrompt") == ["First (quarantined)", "Second (off)"]
     assert soup.select_one(f'a[href="/admin/plugins_app/cancellog/?account__id__exact={account.pk}"]')
     assert "no prompt for you" in soup.get_text()
 
@@ -108,4 +108,4 @@ def test_an_operator_without_memberships_gets_a_chooser_and_every_page(operator_
     assert soup.select_one("details.hub-all-pages[open]")
     assert [o.get_text() for o in soup.select("#hub-account option")][1:] == ["acme"]
     soup = page(operator_client, account=busy_account[0].pk)
-    assert chain_of(soup, "systemPrompt") == ["First", "Second (off)"]
+    assert chain_of(soup, "systemPrompt") == ["First (quarantined)", "Second (off)"]

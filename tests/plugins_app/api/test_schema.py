@@ -91,3 +91,57 @@ def test_hop_and_turn_id_are_typed(client):
     body = schema["components"]["schemas"]["ExecuteRequest"]["properties"]
     assert (body["hop"]["type"], body["hop"]["minimum"], body["hop"]["maximum"]) == ("integer", 0, 64)
     assert (body["turnId"]["type"], body["turnId"]["maxLength"]) == ("string", 64)
+
+
+def test_ids_that_may_be_null_are_documented_as_nullable(client, api_client, install, account):
+    # Issue 33 (found by Schemathesis): an uninstalled plugin's changes carry installationId null,
+    # documented as a plain string.
+    from plugins_app.services.plugins import installations as plugins
+    installation = install("globalThis.middleware.systemPrompt = async (c) => c.systemPrompt;", name="gone")
+    plugins.uninstall(account, installation.pk)
+    changes = api_client.get("/api/v1/changes").json()["results"]
+    assert any(c["installationId"] is None for c in changes)
+    components = yaml.safe_load(client.get("/api/schema/").content)["components"]["schemas"]
+    for name in ("Change", "CancelLog", "HandlerWarning", "PluginLog"):
+        assert components[name]["properties"]["installationId"].get("nullable") is True, name
+    assert components["Change"]["properties"]["id"].get("nullable") is not True
+
+
+def test_registering_an_agent_documents_both_its_answers(client, api_client):
+    schema = yaml.safe_load(client.get("/api/schema/").content)
+    responses = schema["paths"]["/api/v1/agents/{agent_id}"]["put"]["responses"]
+    assert {"200", "201"} <= set(responses)
+    first = api_client.put("/api/v1/agents/7", {"name": "Ada"}, format="json")
+    again = api_client.put("/api/v1/agents/7", {"name": "Ada L."}, format="json")
+    assert (first.status_code, again.status_code) == (201, 200)
+
+
+def test_the_docs_explain_execute_its_outcomes_and_each_error(client, api_client):
+    # Issue 33: execute had no prose, outcomes read "unchanged - unchanged", error examples were "string".
+    schema = yaml.safe_load(client.get("/api/schema/").content)
+    execute = schema["paths"]["/api/v1/hooks/{hook}/execute"]["post"]
+    assert "Fail-open" in execute["description"] and "chain order" in execute["description"]
+    outcome = schema["components"]["schemas"]["ExecuteResponseOutcomeEnum"]["description"]
+    assert "`unchanged` - unchanged" not in outcome and "do not go on" in outcome
+    from plugins_app.api.schema import ERROR_CODES, ERROR_EXAMPLES
+    for method, path, op in _operations(schema):
+        for status, answer in op["responses"].items():
+            if int(status) < 400:
+                continue
+            example = answer["content"]["application/json"]["example"]["error"]
+            assert example["code"] in ERROR_CODES[int(status)] and example["message"] != "string", (method, path)
+            assert all(f"`{code}`" in answer["description"] for code in ERROR_CODES[int(status)])
+    # The examples are the answers the hub gives.
+    for status, response in ((401, client.get("/api/v1/changes")),
+                             (404, api_client.get("/api/v1/plugins/42")),
+                             (400, api_client.post("/api/v1/hooks/systemPrompt/execute",
+                                                   {"context": {"sessionId": "1", "agentId": "2", "sessionKind": "direct",
+                                                                "systemPrompt": 5}}, format="json"))):
+        assert response.status_code == status
+        assert response.json()["error"] == ERROR_EXAMPLES[status], status
+
+
+def test_no_choice_is_described_by_its_own_value(client):
+    text = client.get("/api/schema/").content.decode()
+    import re
+    assert not re.search(r"\* `([^`]+)` - \1\n", text + "\n")

@@ -198,3 +198,33 @@ def test_usage_chart_follows_the_filters_and_stacks_plugins(account):
     full = usage_chart(UsageDaily.objects.all(), day)
     assert full["panels"][1]["peak"] == "5.4 s"
     assert usage_chart(UsageDaily.objects.none(), day)["empty"] is True
+
+
+def _footer(response) -> str:
+    return " ".join(response.content.decode().split('<p class="paginator">')[1].split("</p>")[0].split())
+
+
+def test_list_footers_count_rows_in_words_a_person_would_use(login, account, log):
+    # Issue 33: the footers said "3 cancel log" and "7 usage" (the models' plurals name the whole list).
+    client = login(account.name, "audrey", "auditor")
+    assert _footer(client.get(CANCELS)).startswith("3 cancel-log entries")
+    assert _footer(client.get(CANCELS, {"hook": "sshCommandSending"})).startswith("1 cancel-log entry")
+    for slug in ("a", "b"):
+        UsageDaily.objects.create(account=account, plugin_slug=slug, hook="systemPrompt", day=date(2026, 1, 2),
+                                  runs=1, total_ms=1.0)
+    assert _footer(client.get(reverse("admin:plugins_app_usagedaily_changelist"))).startswith("2 usage rows")
+
+
+def test_date_filters_offer_recent_ranges_and_a_format_not_a_sample_date(login, account, log):
+    client = login(account.name, "audrey", "auditor")
+    page = client.get(CANCELS).content.decode()
+    presets = page.split('class="hub-filter-presets"')[1].split("</ul>")[0]
+    today = timezone.localdate()
+    week = f"created_at__since={(today - timedelta(days=6)).isoformat()}&amp;created_at__until={today.isoformat()}"
+    assert "Past 7 days" in presets and week in presets and "Past 30 days" in presets and "Today" in presets
+    assert 'placeholder="YYYY-MM-DD"' in page and 'placeholder="2026' not in page
+    past_week = client.get(CANCELS, {"created_at__since": (today - timedelta(days=6)).isoformat(),
+                                     "created_at__until": today.isoformat()})
+    assert listed(past_week) == {log["ssh"].pk, log["prompt"].pk}   # not January's
+    chosen = past_week.content.decode().split('class="hub-filter-presets"')[1].split("</ul>")[0]
+    assert '<li class="selected"><a href="?created_at__since' in chosen

@@ -10,7 +10,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 
 from accounts import services
-from plugins_app.models import Installation
+from plugins_app.models import ChainEntry, Installation
 from plugins_app.services.execution import quarantine
 
 from .test_quarantine import make_installation, reload, strike, version
@@ -130,3 +130,25 @@ def test_the_action_checks_each_selected_installation(account, other_account, qu
     texts = [str(m) for m in get_messages(request)]
     assert any("Refused 1 installation(s)" in t for t in texts)
     assert "Released 1 installation(s)." in texts
+
+
+def test_a_quarantined_plugin_is_called_quarantined_wherever_its_chain_shows(login, account, quarantined):
+    # Issue 33: the chain page said "enabled", the home page did not flag it, and the installation's page
+    # said "0 strikes" under the reason "3 timeouts".
+    client = login(account.name, "alice", "admin")
+    entry = ChainEntry.objects.create(account=account, hook="systemPrompt", installation=quarantined, position=0)
+    chain = client.get(reverse("admin:plugins_app_chainentry_changelist"), {"account": account.pk, "hook": entry.hook})
+    row = chain.content.decode().split('class="hub-plugin-name"')[1].split("</tr>")[0]
+    assert "quarantined until" in row and ">enabled<" not in row
+    home = client.get(reverse("admin:index")).content.decode()
+    chain_row = home.split(f'data-hook="{entry.hook}"')[1].split("</tr>")[0]
+    assert "(quarantined)" in chain_row and "hub-quarantined" in chain_row
+    status = client.get(change_url(quarantined)).content.decode().split("Not quarantined")[0]
+    assert "0 strikes" not in status and "were cleared when the quarantine began" in status
+
+
+def test_strikes_are_counted_against_the_number_that_quarantines(login, account):
+    installation = make_installation(account)
+    strike(installation, 1)
+    page = login(account.name, "alice", "admin").get(change_url(installation)).content.decode()
+    assert "1 of 3 strikes" in page and "within 10 minutes; at 3 it is quarantined" in page

@@ -3,7 +3,7 @@
 import time
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from accounts import buffered
@@ -140,3 +140,57 @@ def test_a_histogram_row_another_process_merged_into_meanwhile_is_not_overwritte
         assert (row.runs, row.min_ms, row.max_ms) == (3, 1.0, 3.0)
         assert row.statuses == {"ran": 2, "timeout": 1}
     assert not recorder._pending
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_processes_creating_the_same_histogram_rows_lose_nothing_and_log_no_error(
+        account, writers, monkeypatch, caplog):
+    # The normal race under load: both flushes read no row for this minute, hour and day, the other
+    # creates them first; this one must merge into them (no IntegrityError traceback, no lost counts).
+    recorder, other = writers(LatencyRecorder), writers(LatencyRecorder)
+    recorder.record(account.pk, "systemPrompt", traces([2.0]))
+    other.record(account.pk, "systemPrompt", traces([3.0], status="timeout"))
+    prepare = recorder.prepare
+
+    def read_then_the_other_creates(batch):
+        prepared = prepare(batch)   # no rows yet: all three to create
+        other.flush()
+        return prepared
+
+    monkeypatch.setattr(recorder, "prepare", read_then_the_other_creates)
+    with caplog.at_level("INFO"):
+        recorder.flush()
+    assert LatencyHistogram.objects.filter(account=account).count() == 3
+    for row in LatencyHistogram.objects.filter(account=account):
+        assert (row.runs, row.min_ms, row.max_ms) == (2, 2.0, 3.0)
+        assert row.statuses == {"ran": 1, "timeout": 1}
+    assert not recorder._pending
+    assert [r.getMessage() for r in caplog.records if r.levelno >= 30] == []
+    assert not any("IntegrityError" in (r.exc_text or "") + r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_written_alone_merges_into_a_row_created_between_its_read_and_its_insert(account, writers, monkeypatch):
+    recorder, other = writers(LatencyRecorder), writers(LatencyRecorder)
+    recorder.record(account.pk, "systemPrompt", traces([2.0]))
+    other.record(account.pk, "systemPrompt", traces([3.0]))
+    (key, window), = recorder.take_pending().items()
+    real_filter = LatencyHistogram.objects.select_for_update
+
+    class RowAppearsAfterTheRead:
+        """The first read finds nothing; the other process's flush lands just after it."""
+        def __init__(self):
+            self.first = True
+
+        def __call__(self):
+            query = real_filter()
+            if self.first:
+                self.first = False
+                other.flush()
+                return query.none()
+            return query
+
+    monkeypatch.setattr(LatencyHistogram.objects, "select_for_update", RowAppearsAfterTheRead())
+    with transaction.atomic():   # as a flush writes one key
+        recorder.write_one(key, window)
+    assert {r.runs for r in LatencyHistogram.objects.filter(account=account)} == {2}

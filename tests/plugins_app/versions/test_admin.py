@@ -167,3 +167,57 @@ def test_a_replay_that_would_call_a_host_member_shows_it(login, install, api_cli
     assert page.status_code == 200
     would_call = page.content.decode().split('id="hub-would-call"')[1].split("</ul>")[0]
     assert "host.workspace.write" in would_call and "seen.txt" in would_call and "copier" in would_call
+
+
+LOOKER = """globalThis.middleware.userMessageInbound = async (c, t) => {{
+  const answer = await host.fetch('{url}/status');
+  return t.cancel('status ' + answer.status);
+}};"""
+
+
+@pytest.fixture
+def looked_up(install, api_client, settings):
+    """A veto that GETs a local site, and the cancel-log entry it left (the site's requests cleared)."""
+    from dataclasses import replace
+
+    from ..host.stubs import StubServer, json_answer
+    site = StubServer(lambda req: json_answer(200, {}))
+    settings.HUB_HOST = replace(settings.HUB_HOST, fetch_allow_private=True)
+    install(LOOKER.format(url=site.url), name="looker", grant=["host:fetch"])
+    api_client.post("/api/v1/hooks/userMessageInbound/execute", {"context": INBOUND}, format="json")
+    site.requests.clear()
+    yield CancelLog.objects.get(), site
+    site.close()
+
+
+def test_an_auditor_cannot_ask_for_live_reads_and_an_admin_can(login, looked_up):
+    entry, site = looked_up
+    url = reverse("admin:plugins_app_cancellog_replay", args=[entry.pk])
+    auditor = login("acme", "audrey", "auditor")
+    assert 'name="live_reads"' not in auditor.get(url).content.decode()
+    page = auditor.post(url, {"draft": "", "live_reads": "on"})   # a hand-made form changes nothing
+    assert page.context["result"]["replayed"]["cancellation"]["reason"] == "status 0"
+    assert site.requests == []
+    assert "stood in" in page.content.decode().split('id="hub-would-call"')[1]
+    admin = login("acme", "alice", "admin")
+    assert 'name="live_reads"' in admin.get(url).content.decode()
+    assert admin.post(url, {"draft": ""}).context["result"]["replayed"]["cancellation"]["reason"] == "status 0"
+    assert site.requests == []
+    live = admin.post(url, {"draft": "", "live_reads": "on"})
+    assert live.context["result"]["replayed"]["cancellation"]["reason"] == "status 200"
+    assert [r.method for r in site.requests] == ["GET"]
+
+
+def test_the_run_against_menu_selects_what_was_run_and_lists_only_versions_hooking_the_point(
+        login, install, looked_up):
+    entry, _ = looked_up
+    install(appender("-x"), name="prompter")   # hooks systemPrompt, not userMessageInbound
+    client = login("acme", "alice", "admin")
+    page = client.post(reverse("admin:plugins_app_cancellog_replay", args=[entry.pk]), {"draft": ""}).content.decode()
+    menu = page.split('name="draft"')[1].split("</select>")[0]
+    assert "looker version 1" in menu and "prompter" not in menu
+    assert menu.count(" selected") == 1 and 'value="" selected' in menu   # not "looker version 1 (live)"
+    drafted = client.post(reverse("admin:plugins_app_cancellog_replay", args=[entry.pk]),
+                          {"draft": f"{entry.installation_id}:1"}).content.decode()
+    menu = drafted.split('name="draft"')[1].split("</select>")[0]
+    assert menu.count(" selected") == 1 and f'value="{entry.installation_id}:1" selected' in menu

@@ -95,9 +95,10 @@ def test_writing_host_calls_are_shown_as_would_call_and_not_made(api_client, ins
     body = replay(api_client, entry).json()
     assert body["wouldCall"] == [
         {"installationId": str(writer.pk), "plugin": "writer", "member": "host.workspace.write",
-         "args": ["seen.txt", "rm -rf /"]},
+         "args": ["seen.txt", "rm -rf /"], "standIn": {"dryRun": True}},
         {"installationId": str(writer.pk), "plugin": "writer", "member": "host.fetch",
-         "args": ["http://127.0.0.1:9/audit", {"method": "POST", "body": "rm -rf /"}]}]
+         "args": ["http://127.0.0.1:9/audit", {"method": "POST", "body": "rm -rf /"}],
+         "standIn": {"dryRun": True, "status": 0, "headers": {}, "body": ""}}]
     assert [t["status"] for t in body["replayed"]["trace"]] == ["ran", "cancelled"]
     # Reading members really run: the read sees the live run's file, not the replay's unwritten text.
     assert body["replayed"]["cancellation"]["reason"] == "blocked: rm -rf / (dry run, read as written by the live run)"

@@ -61,3 +61,22 @@ def test_a_bad_shadow_request_shows_an_error_and_changes_nothing(login, install)
     assert "nothing in shadow" in response.content.decode()
     installation = Installation.objects.get(pk=guard.pk)
     assert (installation.mode, installation.shadow_version) == ("live", None)
+
+
+def test_the_shadow_report_reads_as_a_person_would(login, install, api_client, eager):
+    # Issue 33: "since" was a raw ISO timestamp, examples did not show their input, and nothing said that a
+    # shadow run's outward calls are stood in.
+    fetching_veto = ("globalThis.middleware.userMessageInbound = async (c, t) => "
+                     "c.text === 'fetch' ? host.fetch('http://127.0.0.1:9/') : t.cancel('no: ' + c.text);")
+    guard = install(fetching_veto, name="guard", grant=["host:fetch"])
+    client = login("acme", "alice", "admin")
+    client.post(reverse("admin:plugins_app_pluginversion_shadow", args=[guard.pk]), {"mode": "shadow"})
+    execute(api_client)
+    html = client.get(page_url(guard)).content.decode()
+    counts = html.split('id="hub-shadow-counts"')[1].split("</table>")[0]
+    since = counts.split("<tbody><tr><td>")[1].split("</td>")[0]
+    assert "T" not in since.split('">', 1)[1] and "ago)" in since   # e.g. "Dec. 5, 2026, 9:06 a.m. (0 minutes ago)"
+    cancels = html.split('id="hub-shadow-cancels"')[1].split("</ul>")[0]
+    assert "on <code>rm -rf /</code>" in cancels
+    stand_ins = html.split('id="hub-shadow-stand-ins"')[1].split("</p>")[0]
+    assert "host.fetch" in stand_ins and "host.llm" not in stand_ins

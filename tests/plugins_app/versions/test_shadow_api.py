@@ -46,6 +46,7 @@ def test_a_shadowed_veto_never_blocks_and_is_counted_with_its_reason(api_client,
     assert shadow["counts"] == {"calls": 2, "wouldCancel": 1, "wouldChange": 0, "failed": 0}
     assert [(e["reason"], e["version"], e["hook"]) for e in shadow["wouldCancel"]] == [
         ("no rm: rm -rf /", 1, "userMessageInbound")]
+    assert shadow["wouldCancel"][0]["input"] == "rm -rf /"
     usage = dict(UsageDaily.objects.values_list("plugin_slug", "runs"))
     assert usage == {"guard:shadow": 2}   # shadow runs are metered apart from live runs
 
@@ -62,6 +63,7 @@ def test_changes_and_failures_are_recorded_not_applied(api_client, install, eage
     assert [(e["before"], e["after"]) for e in changed["wouldChange"]] == [("hello", "HELLO")]
     failed = report(api_client, broken)
     assert failed["counts"]["failed"] == 1 and "oops" in failed["failed"][0]["message"]
+    assert failed["failed"][0]["input"] == "hello"   # issue 33: an example shows what it was given
     assert HandlerWarning.objects.count() == 0
 
 

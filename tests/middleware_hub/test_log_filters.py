@@ -1,0 +1,57 @@
+"""The development server's log: a refused request shows once, a static file not at all."""
+
+import io
+import logging
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+from django.contrib.staticfiles.handlers import StaticFilesHandler
+from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
+from django.core.wsgi import get_wsgi_application
+
+
+@pytest.fixture
+def console():
+    """What the configured console handler prints, for the duration of the test."""
+    (handler,) = logging.getLogger("django").handlers
+    stream = io.StringIO()
+    saved = handler.setStream(stream)
+    yield stream
+    handler.setStream(saved)
+
+
+@pytest.fixture
+def dev_server(transactional_db):
+    """runserver's own request handler (it logs to django.server) and static files, on a free loopback port."""
+    server = ThreadedWSGIServer(("127.0.0.1", 0), WSGIRequestHandler)
+    server.set_app(StaticFilesHandler(get_wsgi_application()))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            answer.read()
+            return answer.status
+    except urllib.error.HTTPError as refused:
+        return refused.code
+
+
+def test_a_refused_request_is_logged_once(dev_server, console):
+    assert _get(f"{dev_server}/api/v1/changes") in (401, 403)
+    lines = [line for line in console.getvalue().splitlines() if "/api/v1/changes" in line]
+    assert len(lines) == 1, lines
+
+
+def test_static_files_write_no_lines_and_pages_still_do(dev_server, console):
+    assert _get(f"{dev_server}/static/admin/css/base.css") == 200
+    assert _get(f"{dev_server}/healthz") in (200, 503)
+    printed = console.getvalue()
+    assert "/static/" not in printed
+    assert "/healthz" in printed
