@@ -76,18 +76,20 @@ def _run_one(account, spec: HookSpec, handler: Handler, context: dict, hop: int,
     if trace is None or trace.status == "quarantined":
         return False
     meter.add_runs(account.pk, spec.name, [(handler.plugin + SHADOW_SUFFIX, trace.duration_ms)])
+    # The report shows each example's input: a secret value the platform sent is redacted there too.
+    before = bridge.secrets.redactor.data(spec.value_of(context))
     sample, counter = None, None
     if trace.status == "cancelled" and result.cancellation:
         counter = "would_cancel"
         sample = ShadowSample(kind=ShadowSample.Kind.CANCEL, message=result.cancellation.reason[:500],
-                              before=spec.value_of(context))
+                              before=before)
     elif trace.status in FAILURES:
         counter = "failed"
         sample = ShadowSample(kind=ShadowSample.Kind.FAILURE, message=(trace.warning or trace.status)[:500],
-                              before=spec.value_of(context))
+                              before=before)
     elif trace.changed:
         counter = "would_change"
-        sample = ShadowSample(kind=ShadowSample.Kind.CHANGE, before=spec.value_of(context), after=result.value)
+        sample = ShadowSample(kind=ShadowSample.Kind.CHANGE, before=before, after=result.value)
     _count(int(handler.installation_id), spec.name, handler.version, counter, sample)
     return True
 
