@@ -7,7 +7,7 @@ import asyncio
 import enum
 import json
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, TypedDict
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from . import wire
 from .config import DEFAULT_CPU_MS
@@ -123,6 +123,7 @@ class TierLayout(TypedDict):
     engines: list[str]     # the shared engines' socket paths
     lane: list[str]        # the lane engines' socket paths
     isolateMemoryMb: int   # their isolates' heap limit, which a web process's private engines take too
+    compilers: NotRequired[list[str]]   # the engines that compile (none: the shared engines do)
 
 
 def result(request_id: Any, **fields: Any) -> bytes:

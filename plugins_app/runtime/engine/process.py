@@ -75,6 +75,7 @@ class Engine:
         self.next_call = 0
         self.run_seq = 0
         self.arrival_starts = 0   # chains started the moment they arrived (see _start_on_arrival)
+        self.compiles = 0         # compile requests served (a supervisor's compiler engine takes them all)
         self.replaced = 0
         # Handlers whose compartment this engine's isolate lacked, and of those, the ones whose
         # code its cache lacked too (the web process is asked for them): read through status().
@@ -189,7 +190,8 @@ class Engine:
                 "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs),
                 "running": self.running.message.get("account") if self.running else None,
                 "holding": self.state.holder if self.state else None, "busy": self._busy(),
-                "chainStarts": self.run_seq, "startsOnArrival": self.arrival_starts, **self.misses}
+                "chainStarts": self.run_seq, "startsOnArrival": self.arrival_starts, "compiles": self.compiles,
+                **self.misses}
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
     def _admit(self, client: Client, message: JsonObject) -> None:
@@ -378,6 +380,7 @@ class Engine:
             return {"loadError": f"the isolate was lost while loading code ({lost.kind})"}
 
     async def _compile(self, client: Client, message: JsonObject) -> None:
+        self.compiles += 1
         reply = await self.compiler.compile(message)
         client.send(protocol.result(message.get("id"), **reply))
         if reply.get("restart"):

@@ -33,8 +33,10 @@ class Slot:
     process that connects while an engine is being replaced just waits in the backlog."""
 
     def __init__(self, path: Path, env: dict[str, str], memory_mb: int, nice: int = 0,
-                 engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB, board: int | None = None, seat: int | None = None):
+                 engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB, board: int | None = None, seat: int | None = None,
+                 spare: bool = True):
         self.path = path
+        self.spare = spare
         self.board, self.seat = board, seat
         self.env = env
         self.memory_mb, self.nice, self.engine_memory_mb = memory_mb, nice, engine_memory_mb
@@ -49,7 +51,7 @@ class Slot:
     def start(self, lifeline: int) -> None:
         self.proc = EngineArgs(self.memory_mb, listen=self.listener.fileno(), lifeline=lifeline,
                                nice=self.nice, engine_memory_mb=self.engine_memory_mb,
-                               board=self.board, seat=self.seat).start(self.env)
+                               board=self.board, seat=self.seat, spare=self.spare).start(self.env)
         self.starts += 1
 
     def stop(self) -> None:
@@ -75,13 +77,18 @@ class Supervisor:
                       for i in range(max(1, engines))]
         self.lane_slots = [Slot(self.directory / f"lane-{i}.sock", base, memory_mb, nice=LANE_NICE,
                                 engine_memory_mb=engine_memory_mb) for i in range(lane)]
+        # Compiles (transpiling, type checks, the install probe) have an engine of their own at the lane's
+        # priority: TypeScript's checker grows a process by hundreds of MiB, which in a shared engine
+        # would count against whichever chain was running there, and its CPU would compete with chains.
+        self.compiler_slots = [Slot(self.directory / "compiler-0.sock", base, memory_mb, nice=LANE_NICE,
+                                    engine_memory_mb=engine_memory_mb, spare=False)]
         self._lifeline_r, self._lifeline_w = os.pipe()   # engines exit when this process is gone
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
 
     @property
     def all_slots(self) -> list[Slot]:
-        return self.slots + self.lane_slots
+        return self.slots + self.lane_slots + self.compiler_slots
 
     def start(self) -> Supervisor:
         for slot in self.all_slots:
@@ -100,6 +107,7 @@ class Supervisor:
     def describe(self) -> TierLayout:
         """Its engines' sockets: what a web process connects to (web/tier.py's tier_for)."""
         return {"engines": [str(s.path) for s in self.slots], "lane": [str(s.path) for s in self.lane_slots],
+                "compilers": [str(s.path) for s in self.compiler_slots],
                 "isolateMemoryMb": self.memory_mb}
 
     def restarts(self) -> int:

@@ -168,8 +168,10 @@ class Tier:
     its own chain is what keeps an engine busy."""
 
     def __init__(self, engines: list[str], lane: list[str], private_env: dict[str, str] | None = None,
-                 waiting: Waiting | None = None, isolate_memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB):
+                 waiting: Waiting | None = None, isolate_memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB,
+                 compilers: list[str] | None = None):
         self.engines = engines
+        self.compilers = compilers or engines
         self.isolate_memory_mb = isolate_memory_mb   # a private engine's, as the machine's engines have
         self.waiting = waiting   # lets the web process give this thread's CPU turn away meanwhile
         self.lane = lane or engines
@@ -307,7 +309,7 @@ class Tier:
         request = {"op": Op.COMPILE.value, "source": source, "language": language, "typecheck": typecheck}
         for attempt in range(2):
             try:
-                return self._send(self.engines[attempt % len(self.engines)], request, None, None, 60)
+                return self._send(self.compilers[attempt % len(self.compilers)], request, None, None, 60)
             except EngineDown:
                 if attempt:
                     raise
@@ -338,7 +340,8 @@ class Tier:
 
 def tier_for(layout: TierLayout, private_env: dict[str, str] | None = None) -> Tier:
     """A tier over a supervisor's engines (engine/supervisor.py's describe())."""
-    return Tier(layout["engines"], layout["lane"], private_env, isolate_memory_mb=layout["isolateMemoryMb"])
+    return Tier(layout["engines"], layout["lane"], private_env, isolate_memory_mb=layout["isolateMemoryMb"],
+                compilers=layout.get("compilers"))
 
 
 def tier_from_directory(directory: str | Path) -> Tier:

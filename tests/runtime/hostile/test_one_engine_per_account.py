@@ -76,3 +76,20 @@ def test_an_account_whose_home_engine_frees_up_does_not_take_it_while_it_holds_a
     finally:
         tier.shutdown()
         supervisor.stop()
+
+
+def test_compiles_and_type_checks_run_in_the_compiler_engine_never_a_shared_one(tmp_path):
+    """TypeScript's checker grows its process by hundreds of MiB: in a shared engine that would be
+    counted against whichever chain ran there. The supervisor's compiler engine takes every compile."""
+    supervisor = Supervisor(tmp_path / "engines", engines=2, lane=1).start()
+    tier = tier_for(supervisor.describe())
+    try:
+        source = "globalThis.middleware.systemPrompt = async (c: { systemPrompt: string }) => c.systemPrompt;"
+        for typecheck in (False, True):
+            compiled = tier.compile(source, "typescript", typecheck=typecheck)
+            assert not compiled["errors"], compiled["errors"]
+        assert [tier.ping(address)["compiles"] for address in tier.compilers] == [2]
+        assert [tier.ping(address)["compiles"] for address in tier.addresses] == [0, 0, 0]
+    finally:
+        tier.shutdown()
+        supervisor.stop()
