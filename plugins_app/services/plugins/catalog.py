@@ -25,6 +25,9 @@ VERSION = re.compile(r"\d+\.\d+\.\d+")
 # Fields of an official Plugin row that sync_catalog keeps equal to the catalog.
 SYNCED_FIELDS = ("name", "description", "version", "language", "source", "settings_schema",
                  "compiled_js", "code_hash", "hooks", "host_members", "permissions")
+# What the compiler alone makes: when only these differ (a new compiler, a source map added to its
+# output), the plugin is the same one and its installations were not upgraded.
+COMPILED_FIELDS = ("compiled_js", "code_hash")
 
 _compiled: dict[str, dict] = {}   # source hash -> compile_source() result, per process
 
@@ -79,7 +82,7 @@ def _compile(source: str) -> dict:
 class SyncResult:
     slug: str
     version: str
-    action: str                    # created | upgraded | unchanged
+    action: str                    # created | upgraded | recompiled | unchanged
     previous_version: str | None = None
     installations: int = 0
     settings_refreshed: int = 0
@@ -116,7 +119,11 @@ def _sync_one(manifest: dict) -> SyncResult:
                 Plugin.objects.create(account=None, slug=slug, **wanted)
                 return SyncResult(slug, manifest["version"], "created")
             result = SyncResult(slug, manifest["version"], "unchanged")
-            if any(getattr(plugin, name) != wanted[name] for name in SYNCED_FIELDS):
+            differing = [name for name in SYNCED_FIELDS if getattr(plugin, name) != wanted[name]]
+            if differing and set(differing) <= set(COMPILED_FIELDS):
+                result.action = "recompiled"
+                _recompile(plugin, wanted, result)
+            elif differing:
                 result.action, result.previous_version = "upgraded", plugin.version
                 _upgrade(plugin, wanted, result)
             _refresh_settings(plugin, result)
@@ -126,6 +133,15 @@ def _sync_one(manifest: dict) -> SyncResult:
     except IntegrityError:
         # Another process created it between our read and our insert: it is synced now.
         return SyncResult(slug, manifest["version"], "unchanged")
+
+
+def _recompile(plugin: Plugin, wanted: dict, result: SyncResult) -> None:
+    """Same source and version, new compiled code: engines must load it (the hash changed), but no
+    installation's change log says it was upgraded."""
+    for name in COMPILED_FIELDS:
+        setattr(plugin, name, wanted[name])
+    plugin.save(update_fields=[*COMPILED_FIELDS, "updated_at"])
+    result.accounts.update(plugin.installations.values_list("account_id", flat=True))
 
 
 def _upgrade(plugin: Plugin, wanted: dict, result: SyncResult) -> None:

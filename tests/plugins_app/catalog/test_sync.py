@@ -67,6 +67,27 @@ def test_sync_twice_changes_nothing(account):
     assert Installation.objects.get(pk=installed.pk).settings == installed.settings
 
 
+def test_new_compiler_output_for_the_same_source_is_a_recompile_not_an_upgrade(account):
+    """A compiler change (a source map appended to its output, say) changes every official plugin's
+    compiled code: engines must load it, but no installation was upgraded."""
+    from plugins_app.models import AccountChange
+
+    catalog.sync_catalog()
+    installed = catalog.install_official(account, "maintenance-window", {"start": "22:00", "end": "06:00"})
+    fresh = Plugin.objects.get(slug="maintenance-window")
+    Plugin.objects.filter(pk=fresh.pk).update(compiled_js="/* an older compiler's output */" + fresh.compiled_js,
+                                              code_hash="0" * 64)
+    changes, before = AccountChange.objects.count(), version_of(account)
+    results = {r.slug: r.action for r in catalog.sync_catalog()}
+    assert results["maintenance-window"] == "recompiled"
+    assert set(results.values()) == {"unchanged", "recompiled"}
+    recompiled = Plugin.objects.get(pk=fresh.pk)
+    assert (recompiled.compiled_js, recompiled.code_hash) == (fresh.compiled_js, fresh.code_hash)
+    assert AccountChange.objects.count() == changes   # no "catalog upgrade" rows
+    assert Installation.objects.get(pk=installed.pk).live_version == installed.live_version
+    assert version_of(account) != before   # the chains were marked changed: engines load the new code
+
+
 def test_the_management_command_reports_each_plugin(tmp_catalog):
     out = StringIO()
     call_command("sync_catalog", stdout=out)
