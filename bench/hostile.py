@@ -91,10 +91,20 @@ def call(tier: Tier, tenant: Tenant) -> tuple[float, str]:
     return elapsed, result.trace[0].status
 
 
-def closed_loop(tier: Tier, tenant: Tenant, stop: threading.Event, out: list[tuple[float, str]]) -> None:
+# An attacker's call costs it at least a web round trip. Without this floor, once its handler is
+# quarantined (skipped without reaching an engine) its loop spins in this process at ~100k calls/s
+# and takes the GIL from the victims' own client threads: the bench measured itself, not the tier.
+ATTACKER_FLOOR_SECONDS = 0.002
+
+
+def closed_loop(tier: Tier, tenant: Tenant, stop: threading.Event, out: list[tuple[float, str]],
+                floor: float = 0.0) -> None:
     try:
         while not stop.is_set():
-            out.append(call(tier, tenant))
+            elapsed, status = call(tier, tenant)
+            out.append((elapsed, status))
+            if elapsed < floor:
+                time.sleep(floor - elapsed)
     finally:
         tier.shutdown()   # this thread's links
 
@@ -105,7 +115,7 @@ def phase(tier: Tier, victims: list[Tenant], attackers: list[Tenant], connection
     stop = threading.Event()
     samples: list[list[tuple[float, str]]] = [[] for _ in victims]
     threads = [threading.Thread(target=closed_loop, args=(tier, v, stop, s)) for v, s in zip(victims, samples, strict=True)]
-    threads += [threading.Thread(target=closed_loop, args=(tier, a, stop, []), daemon=True)
+    threads += [threading.Thread(target=closed_loop, args=(tier, a, stop, [], ATTACKER_FLOOR_SECONDS), daemon=True)
                 for a in attackers for _ in range(connections)]
     for thread in threads:
         thread.start()
