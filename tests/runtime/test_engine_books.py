@@ -80,7 +80,13 @@ def test_a_chain_answered_early_is_closed_by_the_next_arrival_or_else_by_its_tim
             await engine.isolate.close()
         return seen
 
-    seen = asyncio.run(body())
+    # The second chain answers from the isolate's thread only when it is done by the poll queued
+    # behind its start; on a loaded machine it now and then is not (then the loop answers it, as it
+    # should). What is tested needs that early answer, so the scenario is run again, a few times at most.
+    for _ in range(5):
+        seen = asyncio.run(body())
+        if seen["pending"][1]:
+            break
     assert seen["pending"] == (1, True, 1)    # answered (and known to be), and nothing woke the loop for its books
     assert seen["third"] == (2, 1)            # the second's books kept, the third's pending
     assert seen["timer"] == (None, 0, None)
