@@ -16,6 +16,13 @@ from .conftest import PROMPT_CONTEXT
 APPEND = "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '+';"
 
 
+def _answer(conn: Connection) -> dict:
+    """The next frame that is not a notice that a chain starts (web/tier.py reads past those)."""
+    while (message := wire.loads(conn.recv_bytes())).get("op") == "started":
+        pass
+    return message
+
+
 def _code(handler) -> dict:
     return {handler.installation_id: {"hash": handler.code_hash, "code": handler.code, "config": {}}}
 
@@ -40,10 +47,12 @@ def test_a_chain_answered_early_is_closed_by_the_next_arrival_or_else_by_its_tim
         engine.attach(wire.Frames(theirs.detach()))
         conn = Connection(ours.detach())
         ask = lambda message: asyncio.get_running_loop().run_in_executor(
-            None, lambda: (conn.send_bytes(message), wire.loads(conn.recv_bytes()))[1])
+            None, lambda: (conn.send_bytes(message), _answer(conn))[1])
         seen = {}
         try:
             assert (await ask(run_message(1, code=code)))["context"]["systemPrompt"] == "base+"   # cold: by the loop
+            while engine.running is not None:   # its answer may come before the loop has kept its books
+                await asyncio.sleep(0.001)
             second = await ask(run_message(2))   # warm: started on arrival, answered early
             seen["pending"] = (engine.arrival_starts,
                                engine.running is not None and engine.isolate.queue.answered_early(), len(engine.jobs))
@@ -87,7 +96,7 @@ def test_the_next_call_of_an_account_whose_chain_was_answered_early_waits_here_n
         client = engine_process.Client(wire.Frames(theirs.detach()))
         conn = Connection(ours.detach())
         receive = lambda: asyncio.get_running_loop().run_in_executor(
-            None, lambda: wire.loads(conn.recv_bytes()) if conn.poll(5) else None)
+            None, lambda: _answer(conn) if conn.poll(5) else None)
         seen = {}
         try:
             job = Job(client, _run(handler, 1, account="same"), started=time.monotonic() - 1)

@@ -201,6 +201,7 @@ class Engine:
             if self.relieving or self.memory.due() or iso.lacking(message["account"], handlers) or \
                     self.memory.pending(message["account"], (h["id"] for h in handlers)):
                 return False
+            _say_started(job)   # before the isolate's thread may send the answer: one writer at a time
             job.started_state = start_attempt(self, iso, job, handlers, message["context"], early=True)
         except (KeyError, TypeError):   # malformed: the work loop answers it as a fault
             return False
@@ -320,6 +321,7 @@ class Engine:
             if job.started_state is None:
                 job.started = time.monotonic()
                 self.running = job
+                _say_started(job)
             elif job.watch is not None:   # started on arrival, and running since
                 job.watch.cancel()
                 if self.isolate is not None and self.isolate.queue is not None:
@@ -517,6 +519,12 @@ class Engine:
         self.host_activity.set()
         return wire.dumps({"ok": reply.get("ok", False), "value": reply.get("value"),
                            "error": reply.get("error")}).decode()
+
+
+def _say_started(job: Job) -> None:
+    """Tells the caller its chain starts now: if this engine dies before that, nothing of the chain
+    ran and the web process sends it again to the engine that replaces this one (web/tier.py)."""
+    job.client.send(wire.dumps({"op": Op.STARTED.value, "id": job.message.get("id")}))
 
 
 async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frames | None, lifeline: int | None) -> None:
