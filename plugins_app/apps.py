@@ -20,6 +20,7 @@ class PluginsAppConfig(AppConfig):
         from plugins_app.services.execution.observers import after_chain
         from plugins_app.services.host import log, platform, registry
         from plugins_app.services.observability import latency, metering, metrics
+        from plugins_app.services.scheduling import task_queue
         from plugins_app.services.versions import shadow
 
         # Fair admission reports to the metrics; a call waiting on its engine gives its place away.
@@ -35,5 +36,6 @@ class PluginsAppConfig(AppConfig):
         after_chain.add("plugin logs", log.store_logs)
         after_chain.add("shadow", shadow.observe_chain)
         metrics.register()   # Celery's task signals
+        task_queue.outbox.on_count = metrics.task_queued   # sent, spooled, resent, lost: /metrics
         checks.register(platform.check_allowed_hosts_setting, checks.Tags.security)
         post_delete.connect(delete_periodic_task, sender=CronJob, dispatch_uid="cron_job_periodic_task_cleanup")
