@@ -54,7 +54,8 @@ def _outage(exc) -> Unavailable | None:
         found = Unavailable("no hook engine is answering on this machine (it is being restarted); nothing ran",
                             retry_after=ENGINE_RETRY_SECONDS)
     elif isinstance(exc, (OperationalError, InterfaceError)):
-        found = Unavailable("the database is not answering; nothing was changed", retry_after=DATABASE_RETRY_SECONDS)
+        found = Unavailable("the database is not answering; send the call again shortly",
+                            retry_after=DATABASE_RETRY_SECONDS)
     else:
         return None
     kind, now = type(exc).__name__, time.monotonic()

@@ -45,12 +45,37 @@ def task(task_name: str) -> Task:
     return current_app.tasks[task_name]
 
 
-def _publish(task_name: str, args: list) -> None:
-    # No retries here: the outbox keeps what the broker refused and offers it again itself.
-    task(task_name).apply_async(args, retry=False)
+PUBLISH_TIMEOUT_SECONDS = 2   # the outbox thread's wait on a broker that is away, before it spools
 
 
-outbox = Outbox(lambda: Path(settings.VAR_DIR) / "task-spool", _publish)
+class _Publisher:
+    """The outbox thread's own broker connection: one try with a short timeout, no retries (the
+    outbox keeps what the broker refused and offers it again itself). Celery's shared producers
+    would wait for the broker to come back, however long that takes."""
+
+    def __init__(self) -> None:
+        self.producer = None
+        self.url = None
+
+    def __call__(self, task_name: str, args: list) -> None:
+        if self.producer is not None and self.url != current_app.conf.broker_url:   # reconfigured (tests)
+            self.producer.connection.release()
+            self.producer = None
+        if self.producer is None:
+            self.url = current_app.conf.broker_url
+            connection = current_app.connection_for_write(connect_timeout=PUBLISH_TIMEOUT_SECONDS, transport_options={
+                "max_retries": 0, "socket_timeout": PUBLISH_TIMEOUT_SECONDS,
+                "socket_connect_timeout": PUBLISH_TIMEOUT_SECONDS})
+            self.producer = current_app.amqp.Producer(connection)
+        try:
+            task(task_name).apply_async(args, retry=False, producer=self.producer)
+        except Exception:
+            self.producer.connection.release()
+            self.producer = None
+            raise
+
+
+outbox = Outbox(lambda: Path(settings.VAR_DIR) / "task-spool", _Publisher())
 
 
 def enqueue(task_name: str, *args: object) -> None:

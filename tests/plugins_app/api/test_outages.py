@@ -34,7 +34,7 @@ def test_a_database_error_becomes_the_typed_503(exc):
     assert response.status_code == 503
     assert response["Retry-After"] == str(DATABASE_RETRY_SECONDS)
     assert response.data["error"]["code"] == "unavailable"
-    assert response.data["error"]["message"] == "the database is not answering; nothing was changed"
+    assert response.data["error"]["message"] == "the database is not answering; send the call again shortly"
 
 
 def test_other_errors_are_left_to_django():
