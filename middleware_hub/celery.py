@@ -3,7 +3,7 @@ import os
 
 from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_shutdown, worker_ready
-from kombu import Queue
+from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
 
@@ -18,7 +18,7 @@ app.autodiscover_tasks()
 # Shadow runs, cron and timers each on a queue of their own (task_queue.ROUTES); a worker given no -Q
 # consumes every queue named here, one given `-Q cron` only that one (docs/production.md).
 app.conf.task_default_queue = task_queue.DEFAULT_QUEUE
-app.conf.task_queues = [Queue(name) for name in task_queue.QUEUES]
+app.conf.task_queues = [Queue(name, Exchange(name, type="direct"), routing_key=name) for name in task_queue.QUEUES]
 app.conf.task_routes = {name: {"queue": queue} for name, queue in task_queue.ROUTES.items()}
 
 # Beat's DatabaseScheduler copies this entry into its table at start; cron jobs' own entries are

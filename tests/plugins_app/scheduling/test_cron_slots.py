@@ -295,6 +295,9 @@ def test_shadow_runs_cron_and_timers_each_have_a_queue_a_plain_worker_consumes()
     assert queue_of(q.DELIVER_DUE_NOTIFICATIONS) == "timers"
     # A worker given no -Q consumes every queue the app declares: each of the above, and the default.
     assert set(app.amqp.queues) == {"celery", "shadow", "cron", "timers"}
+    # Each bound apart: a task routed to one queue is delivered to that one only.
+    assert {(name, q.exchange.name, q.routing_key) for name, q in app.amqp.queues.items()} == \
+        {(name, name, name) for name in app.amqp.queues}
 
 
 def test_a_fresh_process_finds_the_tasks_it_queues_by_name():
