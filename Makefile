@@ -73,6 +73,10 @@ bench-hostile: install
 bench-load: install
 	$(BIN)/python bench/load.py $(LOAD_ARGS)
 
+# A whole hub under a low steady load; every process's RSS slope (issue 29). SOAK_ARGS="--minutes 60".
+soak: install
+	$(BIN)/python bench/soak.py $(SOAK_ARGS)
+
 # Kills each part of a hub (engines, supervisor, Redis, worker and beat; PostgreSQL when DATABASE_URL
 # names one) under a small load and prints what each cost (issue 29; docs/production.md).
 chaos: install dev
