@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 from celery import current_app
 from celery.app.task import Task
@@ -54,8 +55,8 @@ class _Publisher:
     would wait for the broker to come back, however long that takes."""
 
     def __init__(self) -> None:
-        self.producer = None
-        self.url = None
+        self.producer: Any = None   # a kombu Producer on the connection below
+        self.url: str | None = None
 
     def __call__(self, task_name: str, args: list) -> None:
         if self.producer is not None and self.url != current_app.conf.broker_url:   # reconfigured (tests)
@@ -68,7 +69,7 @@ class _Publisher:
                 "socket_connect_timeout": PUBLISH_TIMEOUT_SECONDS})
             self.producer = current_app.amqp.Producer(connection)
         try:
-            task(task_name).apply_async(args, retry=False, producer=self.producer)
+            task(task_name).apply_async(tuple(args), retry=False, producer=self.producer)
         except Exception:
             self.producer.connection.release()
             self.producer = None
