@@ -17,8 +17,8 @@ APPEND = "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '+'
 
 
 def _answer(conn: Connection) -> dict:
-    """The next frame that is not a notice that a chain starts (web/tier.py reads past those)."""
-    while (message := wire.loads(conn.recv_bytes())).get("op") == "started":
+    """The next frame that is not a notice that a request waits or starts (web/tier.py reads past those)."""
+    while (message := wire.loads(conn.recv_bytes())).get("op") in ("queued", "started"):
         pass
     return message
 

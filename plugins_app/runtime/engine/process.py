@@ -184,6 +184,7 @@ class Engine:
                 return
             self.jobs.append(job)
             if not (len(self.jobs) == 1 and self.running is None and self._start_on_arrival(job)):
+                _say(job, Op.QUEUED)
                 self.jobs_ready.set()
 
     def _start_on_arrival(self, job: Job) -> bool:
@@ -201,7 +202,6 @@ class Engine:
             if self.relieving or self.memory.due() or iso.lacking(message["account"], handlers) or \
                     self.memory.pending(message["account"], (h["id"] for h in handlers)):
                 return False
-            _say_started(job)   # before the isolate's thread may send the answer: one writer at a time
             job.started_state = start_attempt(self, iso, job, handlers, message["context"], early=True)
         except (KeyError, TypeError):   # malformed: the work loop answers it as a fault
             return False
@@ -321,7 +321,7 @@ class Engine:
             if job.started_state is None:
                 job.started = time.monotonic()
                 self.running = job
-                _say_started(job)
+                _say(job, Op.STARTED)   # it was queued: its caller must know it runs now
             elif job.watch is not None:   # started on arrival, and running since
                 job.watch.cancel()
                 if self.isolate is not None and self.isolate.queue is not None:
@@ -521,10 +521,12 @@ class Engine:
                            "error": reply.get("error")}).decode()
 
 
-def _say_started(job: Job) -> None:
-    """Tells the caller its chain starts now: if this engine dies before that, nothing of the chain
-    ran and the web process sends it again to the engine that replaces this one (web/tier.py)."""
-    job.client.send(wire.dumps({"op": Op.STARTED.value, "id": job.message.get("id")}))
+def _say(job: Job, op: Op) -> None:
+    """Tells the caller its request waits in line (QUEUED) or, after that, that its chain starts
+    (STARTED): if this engine dies in between, nothing of the chain ran and the web process sends it
+    again to the engine that replaces this one (web/tier.py). A chain started the moment it arrived
+    sends neither (no frame on the fast path): its caller counts it as started."""
+    job.client.send(wire.dumps({"op": op.value, "id": job.message.get("id")}))
 
 
 async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frames | None, lifeline: int | None) -> None:

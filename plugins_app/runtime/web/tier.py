@@ -32,7 +32,8 @@ Waiting = Callable[[], AbstractContextManager[None]]   # entered around a wait f
 
 class EngineDown(Exception):
     """The engine stopped answering or its process died mid-request; `kind` is a CrashKind value.
-    `started`: whether the request's chain had started (the engine said so) when it died."""
+    `started`: whether the request's chain may have started when it died (False only when it surely
+    had not: never sent, or the engine said it waits in line)."""
 
     def __init__(self, kind: str = CrashKind.CRASHED.value, started: bool = True):
         super().__init__(kind)
@@ -82,9 +83,10 @@ class EngineLink:
         """Send one request; answer its host calls until the result arrives."""
         self.next_id += 1
         message = dict(message, id=self.next_id)
-        started = False
+        sent = queued = False   # queued: the engine said it waits in line and has not said it started since
         try:
             self.conn.send_bytes(wire.dumps(message))
+            sent = True
             while True:
                 if self.conn.has_frame():
                     ready = True
@@ -98,8 +100,10 @@ class EngineLink:
                     raise EngineDown(CrashKind.WEDGED.value)
                 reply: JsonObject = wire.loads(self.conn.recv_bytes())
                 op = reply.get("op")
-                if op == Op.STARTED.value:
-                    started = True
+                if op == Op.QUEUED.value:
+                    queued = True
+                elif op == Op.STARTED.value:
+                    queued = False
                 elif op == Op.HOST.value:
                     if reply.get("id") != message["id"]:
                         # From a chain answered before its handler's unawaited call reached us.
@@ -119,7 +123,9 @@ class EngineLink:
                     return reply
         except (EOFError, OSError):
             self.close()
-            raise EngineDown(started=started) from None
+            # Not started: never sent, or waiting in the engine's line. A request the engine had not
+            # read yet can't be told from a chain it started on arrival: that one counts as started.
+            raise EngineDown(started=sent and not queued) from None
 
     def alive(self) -> bool:
         """Whether the engine process this link reached still runs (an exited one is replaced on the

@@ -145,6 +145,10 @@ class Load:
     def wait_for_answers(self, n: int, after: float) -> None:
         wait_until(lambda: len(self.since(after)) >= n, 60, f"{n} answers")
 
+    def wait_for_vetoes(self, n: int, after: float) -> None:
+        """Until `n` calls were answered vetoed after `after` (the hub works again)."""
+        wait_until(lambda: sum(a.outcome == "cancelled" for a in self.since(after)) >= n, 60, f"{n} vetoed answers")
+
 
 class Hub:
     """Every process of one machine's hub, and what the tests ask of it."""

@@ -53,7 +53,7 @@ def test_both_engines_killed_cost_only_the_chains_they_were_running(hub):
         for pid in engines:
             os.kill(pid, signal.SIGKILL)
         wait_until(lambda: len(set(hub.engine_pids()) - set(engines)) == 2, 30, "both engines to be replaced")
-        load.wait_for_answers(STEADY, time.monotonic())
+        load.wait_for_vetoes(STEADY, time.monotonic())
     settled = _settle(hub, load)
     rows = hub.cancel_rows() - rows_before
     row = figures("both engines killed", load.answers, fault, **{"rows lost": settled["cancelled"] - rows})
@@ -76,7 +76,7 @@ def test_a_killed_supervisor_is_restarted_and_meanwhile_execute_answers_503(hub)
         os.kill(supervisor, signal.SIGKILL)
         wait_until(lambda: (lambda found: found and found[0] != supervisor)(
             _try(hub.supervisor_pid)), 30, "gunicorn's master to start the supervisor again")
-        load.wait_for_answers(STEADY, time.monotonic())
+        load.wait_for_vetoes(STEADY, time.monotonic())   # once it listens: it starts as a process first
     settled = _settle(hub, load)
     rows = hub.cancel_rows() - rows_before
     row = figures("supervisor killed", load.answers, fault, **{"rows lost": settled["cancelled"] - rows})
