@@ -83,7 +83,9 @@ class EngineLink:
         """Send one request; answer its host calls until the result arrives."""
         self.next_id += 1
         message = dict(message, id=self.next_id)
-        sent = queued = False   # queued: the engine said it waits in line and has not said it started since
+        # queued: the engine said the request waits in line, and has not said it started since;
+        # heard: any frame of this request came back (it was read, at least).
+        sent = queued = heard = False
         try:
             self.conn.send_bytes(wire.dumps(message))
             sent = True
@@ -100,6 +102,7 @@ class EngineLink:
                     raise EngineDown(CrashKind.WEDGED.value)
                 reply: JsonObject = wire.loads(self.conn.recv_bytes())
                 op = reply.get("op")
+                heard = True
                 if op == Op.QUEUED.value:
                     queued = True
                 elif op == Op.STARTED.value:
@@ -121,11 +124,14 @@ class EngineLink:
                         on_slow(reply["handler"])
                 elif reply.get("id") == message["id"]:
                     return reply
-        except (EOFError, OSError):
+        except (EOFError, OSError) as exc:
             self.close()
-            # Not started: never sent, or waiting in the engine's line. A request the engine had not
-            # read yet can't be told from a chain it started on arrival: that one counts as started.
-            raise EngineDown(started=sent and not queued) from None
+            # Not started: never sent; waiting in the engine's line; or never read: an engine that
+            # dies with bytes of ours unread resets the connection (ECONNRESET) instead of closing it
+            # (EOF), and with nothing heard back those bytes can only be the request itself. A chain
+            # started the moment it arrived says nothing, and its engine's death is a clean EOF.
+            unread = isinstance(exc, ConnectionResetError) and not heard
+            raise EngineDown(started=sent and not queued and not unread) from None
 
     def alive(self) -> bool:
         """Whether the engine process this link reached still runs (an exited one is replaced on the

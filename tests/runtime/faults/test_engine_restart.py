@@ -5,15 +5,17 @@ ran), never a ConnectionRefusedError."""
 
 import os
 import signal
+import socket
 import threading
 import time
 
 import pytest
 
+from plugins_app.runtime import wire
 from plugins_app.runtime.engine.supervisor import Supervisor
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.runtime.web.chain import run_chain
-from plugins_app.runtime.web.tier import EngineUnavailable, tier_for
+from plugins_app.runtime.web.tier import EngineDown, EngineLink, EngineUnavailable, tier_for
 
 from ..conftest import PROMPT_CONTEXT
 
@@ -129,3 +131,27 @@ def test_private_engines_that_die_give_their_places_back(one_engine, make_handle
         killer.join(15)
         assert [t.crash for t in result.trace] == ["crashed"]   # the death was seen, and the chain failed open
     assert tier.private_count == 0
+
+
+@pytest.mark.parametrize(("engine_reads", "says", "started"), [
+    (False, None, False),        # died with the request unread: the connection is reset, nothing ran
+    (True, None, True),          # read it (a chain started on arrival says nothing): it may have run
+    (True, "queued", False),     # read it and put it in line: nothing ran
+    (True, "started", True),     # queued, then started by the work loop
+])
+def test_what_a_dead_engine_had_done_with_a_request(engine_reads, says, started):
+    ours, theirs = socket.socketpair()
+    link = EngineLink(wire.Frames(ours.detach()))
+    engine = wire.Frames(theirs.detach())
+
+    def die():
+        if engine_reads:
+            engine.recv_bytes()
+        for op in {"queued": ["queued"], "started": ["queued", "started"]}.get(says, []):
+            engine.send_bytes(wire.dumps({"op": op, "id": 1}))
+        engine.close()   # as the kernel closes a killed engine's sockets
+
+    threading.Thread(target=die).start()
+    with pytest.raises(EngineDown) as down:
+        link.request({"op": "run"}, silence_limit=5)
+    assert down.value.started is started
