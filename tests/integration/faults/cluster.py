@@ -234,7 +234,8 @@ def _children(parent: int, marker: bytes) -> list[int]:
 
 
 def recovery_seconds(answers: list[Answer], fault_at: float) -> float | None:
-    """From the fault to the first vetoed answer after the last bad one (None: it never recovered)."""
+    """From the fault to the first vetoed answer after the last other one (None: it never recovered).
+    Where no answer was bad, the first vetoed answer after the fault: small, and "none needed"."""
     after = [a for a in answers if a.at >= fault_at]
     bad = [i for i, a in enumerate(after) if a.outcome != "cancelled"]
     good = after[bad[-1] + 1:] if bad else after
@@ -250,6 +251,7 @@ def figures(scenario: str, answers: list[Answer], fault_at: float, **extra) -> d
            "errors": sum(1 for a in answers if a.status not in (200, 503) or not a.json),
            "503": sum(1 for a in answers if a.status == 503),
            "fail-open": sum(1 for a in answers if a.status == 200 and a.outcome != "cancelled"),
-           "recovery s": recovery_seconds(answers, fault_at), **extra}
+           "recovery s": recovery_seconds(answers, fault_at),
+           "slowest s": round(max((a.seconds for a in answers if a.at >= fault_at), default=0.0), 2), **extra}
     FIGURES.append(row)
     return row
