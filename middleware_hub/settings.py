@@ -230,10 +230,11 @@ LOGGING = {
     "filters": {
         "quiet_routine": {"()": "middleware_hub.log_filters.QuietRoutine"},
         "client_errors_without_traceback": {"()": "middleware_hub.log_filters.ClientErrorsWithoutTraceback"},
+        "outage_answers_once": {"()": "middleware_hub.log_filters.OutageAnswersOnce"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain",
-                    "filters": ["quiet_routine", "client_errors_without_traceback"]},
+                    "filters": ["quiet_routine", "client_errors_without_traceback", "outage_answers_once"]},
     },
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {

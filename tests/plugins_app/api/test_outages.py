@@ -37,5 +37,24 @@ def test_a_database_error_becomes_the_typed_503(exc):
     assert response.data["error"]["message"] == "the database is not answering; send the call again shortly"
 
 
+def test_a_503_answer_is_not_logged_per_call(api_client, install, monkeypatch, tmp_path, caplog):
+    # The handler logs an outage once per 10 s; Django's one line per 5xx would flood the log.
+    import logging
+
+    from middleware_hub.log_filters import OutageAnswersOnce
+
+    install(appender("!"))
+    gone = Supervisor(tmp_path / "engines", engines=1, lane=0).start()
+    dead_tier = tier_for(gone.describe())
+    gone.stop()
+    monkeypatch.setattr(engine_tier, "_tier", dead_tier)
+    with caplog.at_level(logging.ERROR, logger="django.request"):
+        for _ in range(3):
+            assert api_client.post("/api/v1/hooks/systemPrompt/execute", {"context": PROMPT},
+                                   format="json").status_code == 503
+    logged = [r for r in caplog.records if r.name == "django.request"]
+    assert len(logged) == 3 and not any(OutageAnswersOnce().filter(r) for r in logged)
+
+
 def test_other_errors_are_left_to_django():
     assert exception_handler(ZeroDivisionError("a bug"), {}) is None   # a bug is still a 500, logged with its traceback
