@@ -47,6 +47,16 @@ class Outbox:
         self._logged = 0.0
         self._idle = threading.Condition()
         self._busy = 0   # tasks taken from memory, not yet sent or spooled
+        # A forked child (a Celery pool process) has no sender thread, and its locks may have been
+        # held by the parent's at the fork: it starts afresh, and sends only what it puts itself.
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self._items = queue.Queue(MEMORY_LIMIT)
+        self._lock = threading.Lock()
+        self._idle = threading.Condition()
+        self._busy = 0
+        self._thread = None
 
     @property
     def directory(self) -> Path:
@@ -68,9 +78,7 @@ class Outbox:
         with self._lock:
             if self._pid == os.getpid() and self._thread is not None and self._thread.is_alive():
                 return
-            if self._pid != os.getpid():   # forked: the parent's waiting tasks are the parent's to send
-                self._items = queue.Queue(MEMORY_LIMIT)
-                self._busy = 0
+            if self._pid != os.getpid():   # first start in this process (forked children: see _forked)
                 atexit.register(self.stop)
             self._pid = os.getpid()
             self._thread = threading.Thread(target=self._run, daemon=True, name="task-outbox")

@@ -77,3 +77,38 @@ def test_a_spool_left_by_a_process_that_died_is_sent_by_another(broker, tmp_path
     wait_until(lambda: client.llen("tasks") == 3, 30, "the left spool to be sent")
     assert sorted(int(v) for v in client.lrange("tasks", 0, -1)) == [7, 8, 9]
     assert list(spool.iterdir()) == []
+
+
+def test_a_forked_child_starts_its_own_sender_and_sends_what_it_puts(broker, tmp_path):
+    import os
+    import signal
+
+    client = redis.Redis.from_url(broker.url, socket_timeout=1)
+    outbox = Outbox(lambda: tmp_path / "spool", lambda task, args: client.rpush("tasks", args[0]), retry_seconds=0.2)
+    outbox.put("t", ["parent"])
+    assert outbox.wait_idle(10)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():   # another thread holds the outbox's lock at the fork, as the parent's sender may
+        with outbox._idle:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    pid = os.fork()
+    if pid == 0:   # the child: with the parent's locks it would wait forever (the alarm ends it)
+        try:
+            signal.alarm(10)
+            fresh = redis.Redis.from_url(broker.url, socket_timeout=1)
+            outbox.publish = lambda task, args: fresh.rpush("tasks", args[0])
+            outbox.put("t", ["child"])
+            os._exit(0 if outbox.wait_idle(5) else 1)
+        finally:
+            os._exit(2)
+    release.set()
+    holder.join(10)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert sorted(client.lrange("tasks", 0, -1)) == [b"child", b"parent"]
