@@ -68,6 +68,15 @@ class Celery:
         wait_until(lambda: ready in log.read_text(errors="replace") or proc.poll() is not None, 60, f"{kind} to start")
         assert proc.poll() is None, f"{kind} exited:\n{log.read_text(errors='replace')[-3000:]}"
 
+    def revive(self, kind: str) -> bool:
+        """Starts `kind` again if it exited, as a service manager (systemd's Restart=always) would;
+        whether it had to."""
+        if self.procs[kind].poll() is None:
+            return False
+        self.procs.pop(kind)
+        self.start(kind)
+        return True
+
     def kill(self, kind: str) -> None:
         proc = self.procs.pop(kind)
         if proc.poll() is None:

@@ -116,6 +116,10 @@ def test_a_broker_outage_neither_slows_execute_nor_loses_a_shadow_run(hub):
         back = time.monotonic()
         hub.redis.start()
         load.wait_for_answers(STEADY, time.monotonic())
+    # Celery's worker sometimes exits when its broker connection is lost with messages reserved
+    # (kombu: AttributeError on 'hostname' while restoring them): production runs it under a service
+    # manager that starts it again, as this does; the figures say when it had to.
+    restarted = hub.celery.revive("worker")
     _settle(hub, load)
     lost = _all_ran(hub, shadow_before, hub.answered - answered_before)
     before = [a.seconds for a in load.answers if a.at < fault]
@@ -123,7 +127,8 @@ def test_a_broker_outage_neither_slows_execute_nor_loses_a_shadow_run(hub):
     row = figures("redis killed 3 s", load.answers, fault,
                   **{"p50 ms before": round(statistics.median(before) * 1000, 1),
                      "p50 ms during": round(statistics.median(during) * 1000, 1),
-                     "spooled": hub.metric("hub_tasks_queued_total", outcome="spooled"), "shadow runs late": lost})
+                     "spooled": hub.metric("hub_tasks_queued_total", outcome="spooled"), "shadow runs late": lost,
+                     "worker restarted": "yes" if restarted else "no"})
     _assert_clean(row, load.answers)
     assert row["503"] == 0 and row["fail-open"] == 0
     assert hub.metric("hub_tasks_queued_total", outcome="lost") == 0
