@@ -8,7 +8,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 JS_DIR := plugins_app/runtime/js
 JS_STAMP := $(JS_DIR)/node_modules/.lock-installed
 
-.PHONY: venv dev js cli install migrate demo run test lint typecheck migrations-check check bench bench-load bench-hostile screenshots editor
+.PHONY: venv dev js cli install migrate demo run test lint typecheck migrations-check check bench bench-load bench-hostile chaos soak screenshots editor
 
 
 venv: $(VENV_STAMP)
@@ -78,6 +78,15 @@ bench-hostile: install
 
 bench-load: install
 	$(BIN)/python bench/load.py $(LOAD_ARGS)
+
+# A whole hub under a low steady load; every process's RSS slope (issue 29). SOAK_ARGS="--minutes 60".
+soak: install
+	$(BIN)/python bench/soak.py $(SOAK_ARGS)
+
+# Kills each part of a hub (engines, supervisor, Redis, worker and beat; PostgreSQL when DATABASE_URL
+# names one) under a small load and prints what each cost (issue 29; docs/production.md).
+chaos: install dev
+	HUB_TEST_REDIS=1 $(BIN)/pytest -q -p no:cacheprovider tests/integration/faults
 
 # Regenerates docs/screenshots/*.png from the browser tests (headless Debian chromium).
 screenshots: install

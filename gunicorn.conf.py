@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -15,7 +16,10 @@ from plugins_app.runtime.config import EngineConfig, shared_engines_for
 worker_class = "gthread"
 threads = int(os.environ.get("HUB_WORKER_THREADS", "16"))
 
+TIER_CHECK_SECONDS = 0.5   # how soon the master notices a dead supervisor
+
 _tier = None
+_stopping = threading.Event()   # set at exit: the supervisor's end is then no fault
 _tier_dir = None   # made here (and removed at exit) when the operator runs no tier of their own
 _metrics_dir = None   # made here (and removed at exit) when the operator gave none
 
@@ -23,27 +27,51 @@ _metrics_dir = None   # made here (and removed at exit) when the operator gave n
 def on_starting(server):
     """Start the machine's engine tier before any worker: every worker connects to the same
     engines, so an account's compartments are warm once per machine, not once per worker."""
-    global _tier, _tier_dir
+    global _tier_dir
     # Checked before anything starts: a bad value stops gunicorn here, with the variable's name.
     config = EngineConfig.from_env(os.environ, default_processes=shared_engines_for(len(os.sched_getaffinity(0))))
     _prepare_metrics_dir()
     if os.environ.get("HUB_ENGINE_DIR"):   # the operator runs the tier as a service of its own
         return
     directory = _tier_dir = tempfile.mkdtemp(prefix="hub-engines-")
+    _start_tier(directory, config)
+    os.environ["HUB_ENGINE_DIR"] = directory
+    server.log.info("hook engine tier: %s engines and %s lane engine(s) in %s", config.processes,
+                    config.lane_processes, directory)
+    threading.Thread(target=_keep_tier, args=(server, directory, config), daemon=True, name="tier-keeper").start()
+
+
+def _start_tier(directory: str, config: EngineConfig) -> None:
+    """Starts the supervisor on `directory` and waits for its tier.json (written once its sockets listen)."""
+    global _tier
+    layout = Path(directory) / "tier.json"
+    layout.unlink(missing_ok=True)   # a killed supervisor's: the new one writes its own
     _tier = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.engine.supervisor", directory,
                               "--engines", str(config.processes), "--lane", str(config.lane_processes),
                               "--isolate-memory-mb", str(config.isolate_memory_mb),
                               "--engine-memory-mb", str(config.engine_memory_mb)],
                              cwd=Path(__file__).resolve().parent)
-    layout = Path(directory) / "tier.json"
     deadline = time.monotonic() + 30
     while not layout.exists():
         if _tier.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError("the hook engine tier did not start")
         time.sleep(0.05)
-    os.environ["HUB_ENGINE_DIR"] = directory
-    server.log.info("hook engine tier: %s engines and %s lane engine(s) in %s", config.processes,
-                    config.lane_processes, directory)
+
+
+def _keep_tier(server, directory: str, config: EngineConfig) -> None:
+    """In the master: a supervisor that died (killed, out of memory) is started again on the same
+    sockets, so the workers' next calls reach its new engines (their links to the old ones are found
+    stale by pid); meanwhile execute answers 503 with Retry-After. Polled rather than waited on:
+    gunicorn's master reaps every child itself."""
+    while not _stopping.wait(TIER_CHECK_SECONDS):
+        if _tier is None or _tier.poll() is None:
+            continue
+        server.log.error("the hook engine supervisor exited (%s); starting it again", _tier.returncode)
+        try:
+            _start_tier(directory, config)
+            server.log.info("hook engine tier restarted in %s", directory)
+        except Exception as exc:   # tried again at the next check: the master must outlive this
+            server.log.error("could not restart the hook engine tier: %s", exc)
 
 
 def _prepare_metrics_dir():
@@ -68,6 +96,7 @@ def child_exit(server, worker):
 
 
 def on_exit(server):
+    _stopping.set()
     if _metrics_dir is not None:
         shutil.rmtree(_metrics_dir, ignore_errors=True)
     if _tier is not None and _tier.poll() is None:

@@ -2,17 +2,24 @@
 import os
 
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_shutdown
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_shutdown, worker_ready
+from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
 
 from django.conf import settings  # read once DJANGO_SETTINGS_MODULE is set (above)
 
+from plugins_app.services.scheduling import task_queue
 from plugins_app.services.scheduling.task_queue import DELIVER_DUE_NOTIFICATIONS
 
 app = Celery("middleware_hub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# Shadow runs, cron and timers each on a queue of their own (task_queue.ROUTES); a worker given no -Q
+# consumes every queue named here, one given `-Q cron` only that one (docs/production.md).
+app.conf.task_default_queue = task_queue.DEFAULT_QUEUE
+app.conf.task_queues = [Queue(name, Exchange(name, type="direct"), routing_key=name) for name in task_queue.QUEUES]
+app.conf.task_routes = {name: {"queue": queue} for name, queue in task_queue.ROUTES.items()}
 
 # Beat's DatabaseScheduler copies this entry into its table at start; cron jobs' own entries are
 # written there by plugins_app.services.scheduling.cron.
@@ -34,6 +41,13 @@ def quiet_logs(logger, **kwargs):
     install_on(logger)
 
 
+@worker_ready.connect
+def send_spooled_tasks(**kwargs):
+    # Tasks a web process could not queue while the broker was away are sent from here too, even
+    # when no web process enqueues anything more.
+    task_queue.outbox.start()
+
+
 @worker_process_shutdown.connect
 def flush_metering(**kwargs):
     # Pool processes leave without running atexit handlers: write buffered usage first.
@@ -44,3 +58,4 @@ def flush_metering(**kwargs):
     meter.flush()
     recorder.flush()
     deferred.apply()
+    task_queue.outbox.stop()   # what it had not sent yet is left in the spool

@@ -57,6 +57,14 @@ def _static_prefix() -> str:
     return "/" + settings.STATIC_URL.lstrip("/")
 
 
+class OutageAnswersOnce(logging.Filter):
+    """Django logs every 5xx answer; a 503 is an outage the API's exception handler logs itself, once
+    per few seconds (a database outage at hundreds of calls a second would flood the log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "django.request" and getattr(record, "status_code", None) == 503)
+
+
 def install_on(logger: logging.Logger) -> None:
     """Celery replaces the root logger's handlers with its own: give those handlers the filters too."""
     for handler in logger.handlers:

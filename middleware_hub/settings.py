@@ -236,10 +236,12 @@ LOGGING = {
         "quiet_routine": {"()": "middleware_hub.log_filters.QuietRoutine"},
         "client_errors_without_traceback": {"()": "middleware_hub.log_filters.ClientErrorsWithoutTraceback"},
         "one_line_per_request": {"()": "middleware_hub.log_filters.OneLinePerRequest"},
+        "outage_answers_once": {"()": "middleware_hub.log_filters.OutageAnswersOnce"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain",
-                    "filters": ["quiet_routine", "client_errors_without_traceback", "one_line_per_request"]},
+                    "filters": ["quiet_routine", "client_errors_without_traceback", "one_line_per_request",
+                                "outage_answers_once"]},
     },
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {

@@ -20,6 +20,7 @@ class PluginsAppConfig(AppConfig):
         from plugins_app.services.execution.observers import after_chain
         from plugins_app.services.host import log, platform, registry
         from plugins_app.services.observability import latency, metering, metrics, tail
+        from plugins_app.services.scheduling import task_queue
         from plugins_app.services.versions import shadow
 
         # Fair admission reports to the metrics; a call waiting on its engine gives its place away.
@@ -36,5 +37,6 @@ class PluginsAppConfig(AppConfig):
         after_chain.add("shadow", shadow.observe_chain)
         after_chain.add("tail", tail.observe_chain)   # last: the stream shows what the others recorded
         metrics.register()   # Celery's task signals
+        task_queue.outbox.on_count = metrics.task_queued   # sent, spooled, resent, lost: /metrics
         checks.register(platform.check_allowed_hosts_setting, checks.Tags.security)
         post_delete.connect(delete_periodic_task, sender=CronJob, dispatch_uid="cron_job_periodic_task_cleanup")

@@ -88,3 +88,15 @@ class SshUnavailable(HubError):
 
     status_code = status.HTTP_502_BAD_GATEWAY
     default_code = "ssh_unavailable"
+
+
+class Unavailable(HubError):
+    """A part the call needs is away for a moment (the hook engines, the database): nothing ran and
+    nothing changed; the caller may send the same call again after `retry_after` seconds."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
+
+    def __init__(self, message: str, *, retry_after: int):
+        super().__init__(message, retryAfter=retry_after)
+        self.retry_after = retry_after

@@ -1,13 +1,24 @@
 """The one place API errors become responses: {"error": {"code", "message", "field", ...}}."""
 
+import logging
+import time
+
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from plugins_app.errors import HubError, PayloadTooLarge
+from plugins_app.errors import HubError, PayloadTooLarge, Unavailable
+from plugins_app.runtime.web.tier import EngineUnavailable
+
+logger = logging.getLogger(__name__)
+ENGINE_RETRY_SECONDS = 1     # a dead supervisor is started again within about a second
+DATABASE_RETRY_SECONDS = 5   # a database restart or failover takes seconds
+OUTAGE_LOG_SECONDS = 10      # an outage is logged once per this many seconds, not once per call
+_last_logged: dict[str, float] = {}
 
 
 def _message(detail) -> str:
@@ -36,7 +47,26 @@ def _field(detail, prefix: str = "") -> str | None:
     return prefix or None
 
 
+def _outage(exc) -> Unavailable | None:
+    """A part that is away, as the typed error the caller can act on (503, Retry-After), instead of
+    Django's HTML 500 and a traceback per call."""
+    if isinstance(exc, EngineUnavailable):
+        found = Unavailable("no hook engine is answering on this machine (it is being restarted); nothing ran",
+                            retry_after=ENGINE_RETRY_SECONDS)
+    elif isinstance(exc, (OperationalError, InterfaceError)):
+        found = Unavailable("the database is not answering; send the call again shortly",
+                            retry_after=DATABASE_RETRY_SECONDS)
+    else:
+        return None
+    kind, now = type(exc).__name__, time.monotonic()
+    if now - _last_logged.get(kind, -OUTAGE_LOG_SECONDS) >= OUTAGE_LOG_SECONDS:
+        _last_logged[kind] = now
+        logger.warning("answering 503: %s (%s: %s)", found.detail, kind, exc)
+    return found
+
+
 def exception_handler(exc, context):
+    exc = _outage(exc) or exc
     if isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge(f"the request body is over the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE // (1024 * 1024)} MiB limit")
     if isinstance(exc, Http404):
@@ -54,7 +84,10 @@ def exception_handler(exc, context):
         body["fields"] = response.data
     if response.status_code == status.HTTP_401_UNAUTHORIZED:
         body["code"] = "unauthenticated"
-    return Response({"error": body}, status=response.status_code, headers=_auth_headers(response))
+    headers = _auth_headers(response)
+    if isinstance(exc, Unavailable):
+        headers["Retry-After"] = str(exc.retry_after)
+    return Response({"error": body}, status=response.status_code, headers=headers)
 
 
 def _auth_headers(response) -> dict:

@@ -180,6 +180,8 @@ _ERRORS = {
     413: "The body is over its limit: 1 MiB (6 MiB for installing a plugin; a secret's value: 8 KiB).",
     415: "The body is not JSON.",
     502: "The server the operation needs could not be reached.",
+    503: "A part the hub needs is away for a moment (the database; for execute, the hook engines): nothing "
+         "ran or changed. Send it again after the `Retry-After` header's seconds.",
 }
 
 
@@ -219,7 +221,7 @@ def _error_statuses(op) -> list[int]:
         statuses += [413, 415]
     if op.get("operationId") in UPSTREAM:
         statuses.append(502)
-    return statuses
+    return statuses + [503]   # any operation, during a database outage
 
 
 def _is_page(op) -> bool:

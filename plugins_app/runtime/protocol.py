@@ -24,6 +24,8 @@ class Op(str, enum.Enum):
     HOST = "host"            # engine -> web: a handler called a host member
     HOST_REPLY = "hostReply"  # web -> engine: the host member's answer
     SLOW = "slow"            # engine -> web: a handler has held the isolate for a long time
+    QUEUED = "queued"        # engine -> web: the request waits in line (a death now costs it nothing: resent)
+    STARTED = "started"      # engine -> web: ...and now its chain starts (a death after this fails it open)
     RESULT = "result"        # engine -> web: the request's answer
     READY = "ready"          # engine -> supervisor/web: the engine is up
 

@@ -26,7 +26,7 @@ def free_port() -> int:
 class Served:
     """`python -m gunicorn middleware_hub.wsgi` with its own SQLite database and engine tier."""
 
-    def __init__(self, workers: int = 1, extra_args: tuple = (), **env):
+    def __init__(self, workers: int = 1, extra_args: tuple = (), log: Path | None = None, **env):
         self.workdir = Path(tempfile.mkdtemp(prefix="hub-served-"))
         self.db_dir = self.workdir / "db"
         self.db_dir.mkdir()
@@ -37,7 +37,7 @@ class Served:
         for name in ("PROMETHEUS_MULTIPROC_DIR", "HUB_ENGINE_DIR"):
             if name not in env:
                 self.env.pop(name, None)
-        self.workers, self.extra_args = workers, extra_args
+        self.workers, self.extra_args, self.log = workers, extra_args, log   # log: gunicorn's output, else ours
         self.process: subprocess.Popen | None = None
 
     def manage(self, *args: str) -> str:
@@ -47,9 +47,13 @@ class Served:
 
     def start(self) -> Served:
         self.manage("migrate", "--noinput")
+        output = open(self.log, "ab") if self.log else None
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "middleware_hub.wsgi", "-b", f"127.0.0.1:{self.port}",
-             "-w", str(self.workers), "--log-level", "warning", *self.extra_args], cwd=ROOT, env=self.env)
+             "-w", str(self.workers), "--log-level", "warning", *self.extra_args], cwd=ROOT, env=self.env,
+            stdout=output, stderr=output)
+        if output is not None:
+            output.close()
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             assert self.process.poll() is None, "gunicorn exited while starting"

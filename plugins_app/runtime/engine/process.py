@@ -205,6 +205,7 @@ class Engine:
                 return
             self.jobs.append(job)
             if not (len(self.jobs) == 1 and self.running is None and self._start_on_arrival(job)):
+                _say(job, Op.QUEUED)
                 self.jobs_ready.set()
 
     def _start_on_arrival(self, job: Job) -> bool:
@@ -351,6 +352,7 @@ class Engine:
             if job.started_state is None:
                 job.started = time.monotonic()
                 self.running = job
+                _say(job, Op.STARTED)   # it was queued: its caller must know it runs now
             elif job.watch is not None:   # started on arrival, and running since
                 job.watch.cancel()
                 if self.isolate is not None and self.isolate.queue is not None:
@@ -549,6 +551,14 @@ class Engine:
         self.host_activity.set()
         return wire.dumps({"ok": reply.get("ok", False), "value": reply.get("value"),
                            "error": reply.get("error")}).decode()
+
+
+def _say(job: Job, op: Op) -> None:
+    """Tells the caller its request waits in line (QUEUED) or, after that, that its chain starts
+    (STARTED): if this engine dies in between, nothing of the chain ran and the web process sends it
+    again to the engine that replaces this one (web/tier.py). A chain started the moment it arrived
+    sends neither (no frame on the fast path): its caller counts it as started."""
+    job.client.send(wire.dumps({"op": op.value, "id": job.message.get("id")}))
 
 
 async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frames | None, lifeline: int | None) -> None:

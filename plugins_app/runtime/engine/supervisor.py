@@ -102,7 +102,10 @@ class Supervisor:
             for slot in self.all_slots:
                 if slot.proc is not None and slot.proc.poll() is not None and not self._stopping.is_set():
                     logger.warning("hook engine %s exited (%s); starting another", slot.path.name, slot.proc.returncode)
-                    slot.start(self._lifeline_r)
+                    try:
+                        slot.start(self._lifeline_r)
+                    except Exception:   # out of processes or memory for a moment: this thread must live on
+                        logger.exception("could not start hook engine %s; trying again", slot.path.name)
 
     def describe(self) -> TierLayout:
         """Its engines' sockets: what a web process connects to (web/tier.py's tier_for)."""

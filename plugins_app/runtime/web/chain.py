@@ -1,4 +1,5 @@
-"""Runs one hook's chain for an account: plain data in, plain data out, fail-open throughout."""
+"""Runs one hook's chain for an account: plain data in, plain data out, fail-open throughout (but for
+EngineUnavailable: no engine took the chain, so nothing ran)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from plugins_app.runtime.protocol import CrashKind, HostPlan, JsonObject, Op, Ru
 from plugins_app.runtime.tables.error_hints import explain
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.tables.members import OFFERED_BY
-from plugins_app.runtime.web.tier import EngineDown, Tier
+from plugins_app.runtime.web.tier import EngineDown, EngineUnavailable, Tier
 
 SESSION_HOP_LIMIT = 4   # host.session (peer messages) is offered up to this hop, not beyond
 QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts"
@@ -121,6 +122,8 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
         lane = any(h.in_slow_lane(now) for h in runnable)
         try:
             reply = _request(tier, account_key, request, by_id, host, on_slow, lane, budget_ms)
+        except EngineUnavailable:
+            raise   # nothing ran: not a fail-open answer but "try again shortly" (the caller's to say)
         except EngineDown as down:
             return _finish(spec, context, dict(context), None, _skipped(spec, handlers, held_back + [
                 HandlerTrace(h.installation_id, h.plugin, "error", False, 0.0,

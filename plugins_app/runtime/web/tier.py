@@ -31,11 +31,23 @@ Waiting = Callable[[], AbstractContextManager[None]]   # entered around a wait f
 
 
 class EngineDown(Exception):
-    """The engine stopped answering or its process died mid-request; `kind` is a CrashKind value."""
+    """The engine stopped answering or its process died mid-request; `kind` is a CrashKind value.
+    `started`: whether the request's chain may have started when it died (False only when it surely
+    had not: never sent, or the engine said it waits in line)."""
 
-    def __init__(self, kind: str = CrashKind.CRASHED.value):
+    def __init__(self, kind: str = CrashKind.CRASHED.value, started: bool = True):
         super().__init__(kind)
         self.kind = kind
+        self.started = started
+
+
+class EngineUnavailable(EngineDown):
+    """No engine took the request: nobody listens on its socket (the supervisor is gone and not back
+    yet), or its engine died before the chain started, twice. Nothing of the chain ran; the caller
+    may send it again shortly (the API answers 503 with Retry-After)."""
+
+    def __init__(self) -> None:
+        super().__init__(CrashKind.CRASHED.value, started=False)
 
 
 class EngineLink:
@@ -56,10 +68,13 @@ class EngineLink:
             sock.connect(address)   # an engine being replaced leaves this in the listen backlog
         except OSError:   # no one listens there (the supervisor is gone): the engine is down, not a bug
             sock.close()
-            raise EngineDown(CrashKind.CRASHED.value) from None
+            raise EngineUnavailable() from None
         sock.settimeout(None)
         link = cls(wire.Frames(sock.detach()))
-        link.pid = link.request({"op": Op.PING.value}, silence_limit=CONNECT_TIMEOUT_SECONDS).get("pid")
+        try:
+            link.pid = link.request({"op": Op.PING.value}, silence_limit=CONNECT_TIMEOUT_SECONDS).get("pid")
+        except EngineDown:   # accepted by an engine that died before it answered: nothing ran
+            raise EngineDown(started=False) from None
         return link
 
     def request(self, message: Mapping[str, Any], on_host: HostHandler | None = None,
@@ -68,8 +83,12 @@ class EngineLink:
         """Send one request; answer its host calls until the result arrives."""
         self.next_id += 1
         message = dict(message, id=self.next_id)
+        # queued: the engine said the request waits in line, and has not said it started since;
+        # heard: any frame of this request came back (it was read, at least).
+        sent = queued = heard = False
         try:
             self.conn.send_bytes(wire.dumps(message))
+            sent = True
             while True:
                 if self.conn.has_frame():
                     ready = True
@@ -83,7 +102,12 @@ class EngineLink:
                     raise EngineDown(CrashKind.WEDGED.value)
                 reply: JsonObject = wire.loads(self.conn.recv_bytes())
                 op = reply.get("op")
-                if op == Op.HOST.value:
+                heard = True
+                if op == Op.QUEUED.value:
+                    queued = True
+                elif op == Op.STARTED.value:
+                    queued = False
+                elif op == Op.HOST.value:
                     if reply.get("id") != message["id"]:
                         # From a chain answered before its handler's unawaited call reached us.
                         answer = {"ok": False, "error": f"host.{reply.get('member')}: the chain that called it is over"}
@@ -100,9 +124,14 @@ class EngineLink:
                         on_slow(reply["handler"])
                 elif reply.get("id") == message["id"]:
                     return reply
-        except (EOFError, OSError):
+        except (EOFError, OSError) as exc:
             self.close()
-            raise EngineDown() from None
+            # Not started: never sent; waiting in the engine's line; or never read: an engine that
+            # dies with bytes of ours unread resets the connection (ECONNRESET) instead of closing it
+            # (EOF), and with nothing heard back those bytes can only be the request itself. A chain
+            # started the moment it arrived says nothing, and its engine's death is a clean EOF.
+            unread = isinstance(exc, ConnectionResetError) and not heard
+            raise EngineDown(started=sent and not queued and not unread) from None
 
     def alive(self) -> bool:
         """Whether the engine process this link reached still runs (an exited one is replaced on the
@@ -255,12 +284,21 @@ class Tier:
 
     def _send(self, address: str, message: Mapping[str, Any], on_host: HostHandler | None,
               on_slow: SlowHandler | None, silence_limit: float) -> JsonObject:
-        link = self._link(address)
-        try:
-            return link.request(message, on_host, on_slow, silence_limit, self.waiting)
-        except EngineDown:
-            self._forget(address)
-            raise
+        """One request on this thread's link to `address`. An engine that died before the request
+        started (killed while it waited in line, or before it read it) ran none of it: the request
+        goes once more on a fresh connection, which the replacement engine accepts on the same socket.
+        A second such death, or no listener at all, is EngineUnavailable."""
+        for attempt in range(2):
+            try:
+                link = self._link(address)
+                return link.request(message, on_host, on_slow, silence_limit, self.waiting)
+            except EngineDown as down:
+                self._forget(address)
+                if down.started or isinstance(down, EngineUnavailable):
+                    raise
+                if attempt:
+                    raise EngineUnavailable() from None
+        raise AssertionError("unreachable")
 
     def _nested(self, message: Mapping[str, Any], on_host: HostHandler | None, on_slow: SlowHandler | None,
                 silence_limit: float) -> JsonObject:

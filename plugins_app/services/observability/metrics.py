@@ -37,6 +37,9 @@ HANDLER_RUNS = Counter("hub_handler_runs", "Handlers by plugin and status (quara
 ENGINE_RESTARTS = Counter("hub_engine_restarts", "Isolates or engines lost to a handler, by crash kind", ["kind"])
 QUARANTINES = Counter("hub_quarantines", "Installations put in quarantine")
 CELERY_TASKS = Counter("hub_celery_tasks", "Celery tasks by name and outcome", ["task", "outcome"])
+TASKS_QUEUED = Counter("hub_tasks_queued", "Tasks handed to the broker, by name and outcome: sent; spooled "
+                       "(the broker was away: kept on disk); resent (from the spool); lost (not even the disk "
+                       "took it)", ["task", "outcome"])
 ADMISSION_WAIT_SECONDS = Histogram("hub_admission_wait_seconds",
                                    "Time an execute call waited for its account's turn in its web process",
                                    buckets=(0.0,) + SECONDS_BUCKETS)
@@ -169,6 +172,10 @@ def execute_observed(hook: str):
         raise
     finally:
         deferred.add(("call", hook_label(hook), observed.outcome, time.perf_counter() - started))
+
+
+def task_queued(task: str, outcome: str) -> None:
+    TASKS_QUEUED.labels(task.rsplit(".", 1)[-1], outcome).inc()
 
 
 def admission_waited(seconds: float) -> None:

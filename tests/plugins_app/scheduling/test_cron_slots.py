@@ -275,9 +275,29 @@ def test_every_task_the_services_queue_by_name_is_registered():
     from middleware_hub.celery import app
     from plugins_app.services.scheduling import task_queue
 
-    names = [value for key, value in vars(task_queue).items() if key.isupper()]
-    assert len(names) == 5
+    names = [value for key, value in vars(task_queue).items()
+             if key.isupper() and isinstance(value, str) and value.startswith("plugins_app.tasks.")]
+    assert len(names) == 6
     assert all(name in app.tasks for name in names), sorted(set(names) - set(app.tasks))
+
+
+def test_shadow_runs_cron_and_timers_each_have_a_queue_a_plain_worker_consumes():
+    # Issue 29: one queue for everything let ~3,000 shadow runs delay a cron slot by 21 s.
+    from middleware_hub.celery import app
+    from plugins_app.services.scheduling import task_queue as q
+
+    def queue_of(name):
+        return app.amqp.router.route({}, name)["queue"].name
+
+    assert {queue_of(q.RUN_SHADOW), queue_of(q.FIRE_CRON_SLOT), queue_of(q.DELIVER_NOTIFICATION)} == \
+        {"shadow", "cron", "timers"}
+    assert queue_of(q.DISPATCH_MISSION) == queue_of(q.FIRE_CRON_COMPLETED) == "cron"
+    assert queue_of(q.DELIVER_DUE_NOTIFICATIONS) == "timers"
+    # A worker given no -Q consumes every queue the app declares: each of the above, and the default.
+    assert set(app.amqp.queues) == {"celery", "shadow", "cron", "timers"}
+    # Each bound apart: a task routed to one queue is delivered to that one only.
+    assert {(name, q.exchange.name, q.routing_key) for name, q in app.amqp.queues.items()} == \
+        {(name, name, name) for name in app.amqp.queues}
 
 
 def test_a_fresh_process_finds_the_tasks_it_queues_by_name():

@@ -113,7 +113,7 @@ def test_the_shadow_run_is_queued_for_a_worker_not_made_in_the_request(api_clien
         assert execute(api_client)["outcome"] == "unchanged"
         assert report(api_client, veto)["counts"]["calls"] == 0   # answered before the shadow ran
         with app.connection_for_read() as connection:
-            message = connection.SimpleQueue("celery").get(timeout=5)
+            message = connection.SimpleQueue("shadow").get(timeout=5)
             task, (args, kwargs, _) = message.headers["task"], message.decode()
             message.ack()
     finally:

@@ -1,18 +1,21 @@
-"""An engine that dies between calls costs no call (issue 29, items 2 and 3): a link to an engine that
-exited is found stale before use and replaced, and a tier whose supervisor is gone answers EngineDown
-(fail-open), never a ConnectionRefusedError."""
+"""An engine that dies costs only the chain it was running (issue 29, items 2 and 3): a link to an engine
+that exited is found stale before use and replaced, a call that waited in line on an engine that died is
+sent again to its replacement, and a tier whose supervisor is gone answers EngineUnavailable (nothing
+ran), never a ConnectionRefusedError."""
 
 import os
 import signal
+import socket
 import threading
 import time
 
 import pytest
 
+from plugins_app.runtime import wire
 from plugins_app.runtime.engine.supervisor import Supervisor
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.runtime.web.chain import run_chain
-from plugins_app.runtime.web.tier import EngineDown, tier_for
+from plugins_app.runtime.web.tier import EngineDown, EngineLink, EngineUnavailable, tier_for
 
 from ..conftest import PROMPT_CONTEXT
 
@@ -43,17 +46,53 @@ def test_a_call_after_its_engine_died_runs_on_the_replacement(one_engine, make_h
     assert tier.ping(tier.engines[0])["pid"] != old_pid
 
 
-def test_with_no_supervisor_left_a_call_fails_open_as_engine_down(tmp_path, make_handler):
+def test_with_no_supervisor_left_a_call_is_engine_unavailable_and_nothing_runs(tmp_path, make_handler):
     supervisor = Supervisor(tmp_path / "engines", engines=1, lane=0).start()
     tier = tier_for(supervisor.describe())
     supervisor.stop()   # its sockets and engines are gone; nobody listens any more
-    with pytest.raises(EngineDown):
+    with pytest.raises(EngineUnavailable):
         tier.ping(tier.engines[0])
-    result = run_chain(tier, "acct", HOOKS["systemPrompt"], [make_handler(
-        "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '!';")], PROMPT_CONTEXT)
-    assert result.value == PROMPT_CONTEXT["systemPrompt"]   # the value goes on unchanged
-    assert [(t.status, t.crash) for t in result.trace] == [("error", "crashed")]
+    # Not a fail-open answer (the plugin never ran): the API turns this into 503 with Retry-After.
+    with pytest.raises(EngineUnavailable):
+        run_chain(tier, "acct", HOOKS["systemPrompt"], [make_handler(
+            "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + '!';")], PROMPT_CONTEXT)
     tier.shutdown()
+
+
+SLOW_VETO = ("globalThis.middleware.userMessageInbound = async (c, tools) => {"
+             " const t = Date.now(); while (Date.now() - t < 150) {} return tools.cancel('kept'); };")
+
+
+def test_calls_waiting_in_line_on_an_engine_that_dies_run_on_its_replacement(one_engine, make_handler):
+    # Only the chain running when the engine died may fail open; the ones queued behind it had not
+    # started, and are sent again on a fresh connection (21 of 48 vetoes were let through before).
+    supervisor, tier = one_engine
+    veto = make_handler(SLOW_VETO)
+    run_chain(tier, "acct", HOOKS["userMessageInbound"], [veto], INBOUND)   # warm: compiled and shipped
+    results, errors = [], []
+
+    def call():
+        try:
+            results.append(run_chain(tier, "acct", HOOKS["userMessageInbound"], [veto], INBOUND))
+        except Exception as exc:   # noqa: BLE001 - recorded, asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 20
+    while (status := tier.ping(tier.engines[0]))["queued"] < 3:
+        assert time.monotonic() < deadline, f"the calls never queued: {status}"
+        time.sleep(0.01)
+    os.kill(status["pid"], signal.SIGKILL)
+    for thread in threads:
+        thread.join(60)
+    assert errors == [] and len(results) == 6
+    failed_open = [r for r in results if r.cancellation is None]
+    assert all(r.trace[0].crash == "crashed" for r in failed_open), [r.trace[0].warning for r in failed_open]
+    # At most the one chain the engine was running; every call that waited in line was vetoed.
+    assert len(failed_open) <= 1, [r.trace[0].warning for r in failed_open]
+    assert sum(r.cancellation is not None for r in results) >= 5
 
 
 def _kill_the_private_engine(before: set[str]) -> None:
@@ -92,3 +131,27 @@ def test_private_engines_that_die_give_their_places_back(one_engine, make_handle
         killer.join(15)
         assert [t.crash for t in result.trace] == ["crashed"]   # the death was seen, and the chain failed open
     assert tier.private_count == 0
+
+
+@pytest.mark.parametrize(("engine_reads", "says", "started"), [
+    (False, None, False),        # died with the request unread: the connection is reset, nothing ran
+    (True, None, True),          # read it (a chain started on arrival says nothing): it may have run
+    (True, "queued", False),     # read it and put it in line: nothing ran
+    (True, "started", True),     # queued, then started by the work loop
+])
+def test_what_a_dead_engine_had_done_with_a_request(engine_reads, says, started):
+    ours, theirs = socket.socketpair()
+    link = EngineLink(wire.Frames(ours.detach()))
+    engine = wire.Frames(theirs.detach())
+
+    def die():
+        if engine_reads:
+            engine.recv_bytes()
+        for op in {"queued": ["queued"], "started": ["queued", "started"]}.get(says, []):
+            engine.send_bytes(wire.dumps({"op": op, "id": 1}))
+        engine.close()   # as the kernel closes a killed engine's sockets
+
+    threading.Thread(target=die).start()
+    with pytest.raises(EngineDown) as down:
+        link.request({"op": "run"}, silence_limit=5)
+    assert down.value.started is started
