@@ -64,13 +64,14 @@ def page_of(serializer_class, name: str):
 
 # Each error answer's codes, by status (plugins_app/errors.py and DRF's own, as api/errors.py answers them).
 ERROR_CODES = {
-    400: ("invalid", "bad_request", "parse_error", "compile_error"),
+    400: ("invalid", "bad_request", "parse_error", "compile_error", "type_error"),
     401: ("unauthenticated",),
     404: ("not_found", "unknown_hook"),
     409: ("conflict",),
     413: ("payload_too_large",),
     415: ("unsupported_media_type",),
     502: ("platform_error", "ssh_unavailable"),
+    503: ("unavailable",),
 }
 # One real answer per status, shown in the docs instead of "string".
 ERROR_EXAMPLES = {
@@ -83,6 +84,8 @@ ERROR_EXAMPLES = {
     415: {"code": "unsupported_media_type", "message": "Unsupported media type \"text/plain\" in request.",
           "field": None},
     502: {"code": "platform_error", "message": "the platform could not be reached", "field": None},
+    503: {"code": "unavailable", "message": "the database is not answering; send the call again shortly",
+          "field": None, "retryAfter": 5},
 }
 
 ERROR = {
