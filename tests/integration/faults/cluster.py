@@ -217,7 +217,9 @@ class Hub:
         return _children(self.served.process.pid, b"plugins_app.runtime.engine.supervisor")[0]
 
     def engine_pids(self) -> list[int]:
-        return _children(self.supervisor_pid(), b"plugins_app.runtime.engine.process")
+        """The shared engines (each has a seat on the board): not the lane, nor the engine that only compiles."""
+        return [pid for pid in _children(self.supervisor_pid(), b"plugins_app.runtime.engine.process")
+                if b"\x00seat=" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
     def stop(self) -> None:
         if self.celery is not None:
