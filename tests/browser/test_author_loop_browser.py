@@ -61,7 +61,9 @@ def test_a_new_draft_opens_in_the_editor_filled_with_the_live_source(page, live_
     page.locator(".cm-line").filter(has_text='const rule: string = "Be terse.";').click()
     page.keyboard.press("End")
     page.keyboard.press("Enter")
-    page.keyboard.type("const extra = 1;")
+    # Inserted whole: typed key by key, a loaded machine once saw completion's popup take the "o"
+    # of "const" and put it at the end of the line. Completion has its own test.
+    page.keyboard.insert_text("const extra = 1;")
     page.click("#hub-diff-live")
     diff = page.locator("#hub-live-diff")
     assert diff.locator(".hub-add").all_inner_texts() == ["+    4 |   const extra = 1;"]
