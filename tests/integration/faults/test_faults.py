@@ -86,12 +86,17 @@ def test_a_killed_supervisor_is_restarted_and_meanwhile_execute_answers_503(hub)
     assert rows == settled["cancelled"]
 
 
-def _all_ran(hub: Hub, since: int, queued: int) -> int:
+def _all_ran(hub: Hub, since: int, queued: int, on_exit=None) -> int:
     """Shadow runs not run (yet): waits for all of them a while, then for all but those the worker
     held reserved when it or Redis died (Redis gives those back after its visibility timeout, an
-    hour by default: late, not lost)."""
+    hour by default: late, not lost). `on_exit` is called at each look (a service manager's restart)."""
+    def done() -> bool:
+        if on_exit is not None:
+            on_exit()
+        return hub.shadow_calls() - since >= queued
+
     try:
-        wait_until(lambda: hub.shadow_calls() - since >= queued, 30, "every shadow run")
+        wait_until(done, 30, "every shadow run")
     except AssertionError:
         ran = hub.shadow_calls() - since
         assert ran >= queued - PREFETCHED, f"{queued - ran} of {queued} shadow runs never ran"
@@ -119,9 +124,14 @@ def test_a_broker_outage_neither_slows_execute_nor_loses_a_shadow_run(hub):
     # Celery's worker sometimes exits when its broker connection is lost with messages reserved
     # (kombu: AttributeError on 'hostname' while restoring them): production runs it under a service
     # manager that starts it again, as this does; the figures say when it had to.
-    restarted = hub.celery.revive("worker")
+    # It can also exit a little later, while it restores them once Redis is back: a service manager
+    # restarts it whenever it exits, so the wait below keeps doing so (seen once in a full run, where
+    # 88 of 117 shadow runs waited for a worker that had exited after the first look).
+    restarts = [hub.celery.revive("worker")]
     _settle(hub, load)
-    lost = _all_ran(hub, shadow_before, hub.answered - answered_before)
+    lost = _all_ran(hub, shadow_before, hub.answered - answered_before,
+                    on_exit=lambda: restarts.append(hub.celery.revive("worker")))
+    restarted = any(restarts)
     before = [a.seconds for a in load.answers if a.at < fault]
     during = [a.seconds for a in load.answers if fault <= a.at < back]
     row = figures("redis killed 3 s", load.answers, fault,
