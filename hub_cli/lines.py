@@ -10,6 +10,8 @@ import json
 import re
 from functools import cache
 
+from plugins_app.runtime.positions import decode_vlq
+
 # Appended to the compiled code, so it runs in the plugin's compartment after the plugin assigned its
 # handlers: each handler is wrapped to add "(line L, column C)" of the innermost plugin frame of what
 # it throws. The plugin's frames are the ones V8 names "eval at ..., <anonymous>:L:C)".
@@ -35,24 +37,10 @@ SHIM = r"""
 })();
 """
 MARK = re.compile(r" \(@hub-dev-line (\d+):(\d+)\)")
-BASE64 = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
 
 
 def with_shim(code: str) -> str:
     return code + "\n" + SHIM
-
-
-def _vlq(segment: str) -> list[int]:
-    values, shift, value = [], 0, 0
-    for char in segment:
-        digit = BASE64[char]
-        value += (digit & 31) << shift
-        if digit & 32:
-            shift += 5
-            continue
-        values.append(-(value >> 1) if value & 1 else value >> 1)
-        shift, value = 0, 0
-    return values
 
 
 def line_table(mappings: str) -> dict[int, int]:
@@ -62,7 +50,7 @@ def line_table(mappings: str) -> dict[int, int]:
     for index, line in enumerate(mappings.split(";")):
         first = None
         for segment in filter(None, line.split(",")):
-            fields = _vlq(segment)
+            fields = decode_vlq(segment)
             if len(fields) >= 4:
                 source_line += fields[2]
                 if first is None:

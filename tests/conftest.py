@@ -14,6 +14,7 @@ pytest_plugins = [
     "tests.plugins_app.admin_support",
     "tests.plugins_app.catalog_support",
     "tests.plugins_app.scheduling_support",
+    "tests.plugins_app.tracing_support",
     "tests.integration.celery_services",
 ]
 

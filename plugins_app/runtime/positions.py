@@ -44,7 +44,8 @@ class SourceMap:
         return found
 
 
-def _vlq(text: str) -> list[int]:
+def decode_vlq(text: str) -> list[int]:
+    """One source-map segment's base64 VLQ fields."""
     values, shift, value = [], 0, 0
     for char in text:
         digit = _B64[char]
@@ -64,7 +65,7 @@ def parse(raw: JsonObject) -> SourceMap:
     for text in mappings.split(";") if mappings else ():   # none: JavaScript, the code is the source
         column, segments = 0, []
         for part in filter(None, text.split(",")):
-            fields = _vlq(part)
+            fields = decode_vlq(part)
             column += fields[0]
             if len(fields) >= 4:
                 source, src_line, src_column = source + fields[1], src_line + fields[2], src_column + fields[3]

@@ -15,7 +15,6 @@ from plugins_app.services.secrets import store
 
 from ..conftest import PROMPT
 from ..host.stubs import StubServer
-from ..observability.test_tracing import Collector
 
 pytestmark = pytest.mark.django_db
 
@@ -46,17 +45,6 @@ def site(settings):
     server = StubServer(_echo)
     yield server
     server.close()
-
-
-@pytest.fixture
-def collector(monkeypatch):
-    receiver = Collector()
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
-    yield receiver
-    if tracing._provider is not None:
-        tracing._provider.shutdown()
-    tracing._provider = tracing._tracer = None
-    receiver.close()
 
 
 def _plugin(template: str, url: str) -> str:
