@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import mmap
 import os
@@ -13,6 +14,7 @@ import time
 SEAT = struct.Struct("=QQ")
 
 
+@functools.lru_cache(maxsize=4096)   # asked at every chain's start and admission: hash an account once
 def account_key(account: str) -> int:
     """A nonzero 64-bit key for an account: the board holds numbers, not names."""
     return int.from_bytes(hashlib.blake2b(account.encode(), digest_size=8).digest(), "little") or 1
