@@ -3,6 +3,8 @@
 from django.urls import path
 
 from plugins_app.api.account import views as account_views
+from plugins_app.api.audit import views as audit_views
+from plugins_app.api.execution import views as execution_views
 from plugins_app.api.host import views as host_views
 from plugins_app.api.plugins import catalog_views, sdk_views, views
 from plugins_app.api.scheduling import views as scheduling_views
@@ -11,10 +13,10 @@ from plugins_app.api.ssh import views as ssh_views
 from plugins_app.api.versions import views as version_views
 
 urlpatterns = [
-    path("ping", views.PingView.as_view(), name="ping"),
-    path("hooks", views.HookListView.as_view(), name="hook-list"),
-    path("hooks/<str:hook>/execute", views.HookExecuteView.as_view(), name="hook-execute"),
-    path("hooks/<str:hook>/try", views.HookTryView.as_view(), name="hook-try"),
+    path("ping", execution_views.PingView.as_view(), name="ping"),
+    path("hooks", execution_views.HookListView.as_view(), name="hook-list"),
+    path("hooks/<str:hook>/execute", execution_views.HookExecuteView.as_view(), name="hook-execute"),
+    path("hooks/<str:hook>/try", execution_views.HookTryView.as_view(), name="hook-try"),
     path("plugins", views.PluginListView.as_view(), name="plugin-list"),
     path("plugins/<str:installation_id>", views.PluginDetailView.as_view(), name="plugin-detail"),
     path("plugins/<str:installation_id>/grant", views.PluginGrantView.as_view(), name="plugin-grant"),
@@ -31,9 +33,9 @@ urlpatterns = [
     path("cancellations/<str:entry_id>/replay", version_views.ReplayView.as_view(), name="cancellation-replay"),
     path("catalog", catalog_views.CatalogView.as_view(), name="catalog"),
     path("chains/<str:hook>", views.ChainView.as_view(), name="chain"),
-    path("cancellations", views.CancellationListView.as_view(), name="cancellation-list"),
-    path("warnings", views.WarningListView.as_view(), name="warning-list"),
-    path("usage", views.UsageListView.as_view(), name="usage-list"),
+    path("cancellations", audit_views.CancellationListView.as_view(), name="cancellation-list"),
+    path("warnings", audit_views.WarningListView.as_view(), name="warning-list"),
+    path("usage", audit_views.UsageListView.as_view(), name="usage-list"),
     path("platform", host_views.PlatformView.as_view(), name="platform"),
     path("logs", host_views.LogListView.as_view(), name="log-list"),
     path("agents", host_views.AgentListView.as_view(), name="agent-list"),

@@ -8,7 +8,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from plugins_app.api.plugins.views import AccountView
+from plugins_app.api.base import AccountView
 from plugins_app.services.observability import tail
 from plugins_app.services.plugins import export
 

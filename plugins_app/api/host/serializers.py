@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from plugins_app.api.plugins.serializers import StrIdField
+from plugins_app.api.base import StrIdField
 from plugins_app.models import Agent, PluginLog
 
 

@@ -4,9 +4,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
+from plugins_app.api.base import AccountView, AuditListView, Pagination
 from plugins_app.api.edge import body
 from plugins_app.api.host import serializers as hs
-from plugins_app.api.plugins.views import AccountView, Pagination, _AuditListView
 from plugins_app.api.schema import page_of
 from plugins_app.services.host import agents, log, platform
 
@@ -39,7 +39,7 @@ class PlatformView(AccountView):
 
 
 @extend_schema(parameters=[OpenApiParameter(name, str) for name in ("installationId", "plugin", "level", "hook")])
-class LogListView(_AuditListView):
+class LogListView(AuditListView):
     """What plugins wrote with host.log, newest first."""
 
     serializer_class = hs.PluginLogSerializer

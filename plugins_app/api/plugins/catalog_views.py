@@ -4,9 +4,9 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from plugins_app.api.base import AccountView
 from plugins_app.api.edge import body, body_field
 from plugins_app.api.plugins.serializers import InstallationSerializer
-from plugins_app.api.plugins.views import AccountView
 from plugins_app.services.plugins import catalog
 
 

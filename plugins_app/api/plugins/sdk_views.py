@@ -4,7 +4,7 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 
-from plugins_app.api.plugins.views import AccountView
+from plugins_app.api.base import AccountView
 from plugins_app.runtime.tables.sdk_types import middleware_d_ts
 
 

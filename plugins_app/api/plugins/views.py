@@ -1,114 +1,19 @@
-"""The platform-facing API: thin views over the service functions."""
+"""Installations and chains: install, read, enable, grant, release, uninstall, reorder."""
 
-import time
-from collections.abc import Callable
-from typing import Any, cast
-
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import generics, status
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers as drf_serializers
-from rest_framework.pagination import PageNumberPagination
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework import status
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
-from rest_framework.views import APIView
 
-from plugins_app.api.edge import body, body_field, check_request
+from plugins_app.api.base import AccountView, validated
+from plugins_app.api.edge import body, body_field
 from plugins_app.api.plugins import serializers as s
-from plugins_app.api.renderers import JSONFirstNegotiation, PlainJSONRenderer
 from plugins_app.errors import InvalidInput
 from plugins_app.models import Installation
-from plugins_app.runtime.tables.hooks import HOOKS
-from plugins_app.services.audit import queries
-from plugins_app.services.execution import execute as execution
-from plugins_app.services.execution import quarantine, tryit
-from plugins_app.services.observability import metrics, tracing
+from plugins_app.services.execution import quarantine
 from plugins_app.services.plugins import catalog, chains
 from plugins_app.services.plugins import installations as plugins
 from plugins_app.services.versions import shadow
-
-
-class AccountView(APIView):
-    @property
-    def account(self):
-        return self.request.auth.account
-
-    def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        check_request(self, request, kwargs)
-
-
-class Pagination(PageNumberPagination):
-    page_size_query_param = "pageSize"
-    max_page_size = 500
-
-
-class PingView(AccountView):
-    """Checks a key: the cheapest authenticated call (also the benchmark's baseline)."""
-
-    @extend_schema(request=None, responses=inline_serializer("Ping", {"ok": drf_serializers.BooleanField(),
-                                                                      "accountId": drf_serializers.CharField()}))
-    def get(self, request):
-        return Response({"ok": True, "accountId": str(self.account.pk)})
-
-    post = get
-
-
-class HookListView(AccountView):
-    @extend_schema(responses=OpenApiTypes.OBJECT, summary="The 14 hooks: fields, mutable fields, cancellable")
-    def get(self, request):
-        return Response({"hooks": [spec.as_dict() for spec in HOOKS.values()]})
-
-
-EXECUTE_DESCRIPTION = """The platform calls this at each of the 14 hook points, with the hook's context.
-
-The account's installations that hook this point run **in chain order**, one after another, each
-seeing the value the one before it handed on. A handler may change the value, leave it, or
-**cancel**, which stops the chain: then `outcome` is `cancelled`, `cancellation` names the plugin
-and its reason, and the platform must not go on with the action.
-
-**Fail-open**: a handler that throws, runs past its time budget or returns the wrong shape is
-skipped with a warning (its `trace` entry says which) and the value goes on unchanged; a broken
-plugin never takes an agent down.
-
-`hop` counts how deep this call is, 0 to 64 (a plugin's action that fires another hook adds one),
-and `turnId` is recorded with any cancellation.
-
-In these docs, pick a hook's example under *Request body*: the `hook` in the path follows it.
-"""
-
-
-class HookExecuteView(AccountView):
-    renderer_classes = [PlainJSONRenderer, *(cast(type[BaseRenderer], r) for r in api_settings.DEFAULT_RENDERER_CLASSES
-                                             if r is not JSONRenderer)]
-    content_negotiation_class = JSONFirstNegotiation
-
-    @body(s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
-          summary="Run the account's chain for a hook", description=EXECUTE_DESCRIPTION)
-    def post(self, request, hook):
-        started = time.perf_counter()
-        with metrics.execute_observed(hook) as observed, \
-                tracing.chain_span(hook, self.account.pk, request.META.get("HTTP_TRACEPARENT")) as span:
-            result, effects = execution.execute_request(self.account, hook, request.data)
-            observed.outcome = result.outcome
-            span.finish(result)
-        chain_ms = (time.perf_counter() - started) * 1000
-        # The platform can tell the hub's chain time from the network's (and so can the bench).
-        headers = {"Server-Timing": tracing.server_timing(chain_ms, result.trace), **span.response_headers()}
-        return Response(s.execute_response(result, effects), headers=headers)
-
-
-class HookTryView(AccountView):
-    @body(s.TryRequestSerializer, responses=s.TryResponseSerializer,
-          summary="Try the account's chain for a hook on a sample, optionally with drafts swapped in; nothing is recorded")
-    def post(self, request, hook):
-        data = request.data if isinstance(request.data, dict) else None
-        if data is None or "context" not in data:
-            raise InvalidInput("context", "this field is required")
-        run = tryit.try_chain(self.account, hook, data["context"], data.get("versions"))
-        return Response(s.try_response(run))
-
 
 _PLUGIN_LIST = inline_serializer("PluginList", {"plugins": s.InstallationSerializer(many=True)})
 
@@ -122,7 +27,7 @@ class PluginListView(AccountView):
 
     @body(s.InstallRequestSerializer, responses={201: s.InstallationSerializer})
     def post(self, request):
-        body = _validated(s.InstallRequestSerializer, request.data)
+        body = validated(s.InstallRequestSerializer, request.data)
         if "catalog" in body:
             installation = catalog.install_official(self.account, body["catalog"], settings=body.get("settings"),
                                                     grant=body.get("grant"))
@@ -199,47 +104,3 @@ class ChainView(AccountView):
             raise InvalidInput("order", "send {\"order\": [installationId, ...]} or "
                                         "{\"installationId\": ..., \"position\": n}")
         return Response({"hook": hook, "chain": s.ChainEntrySerializer(entries, many=True).data})
-
-
-class _AuditListView(AccountView, generics.ListAPIView):
-    """A paginated, filtered, account-scoped list; `query(account, params)` does the filtering."""
-
-    pagination_class = Pagination
-    query: Callable[..., Any] | None = None
-
-    def get_queryset(self):
-        return type(self).query(self.account, self.request.query_params)
-
-
-_FILTERS = [
-    OpenApiParameter(name, str, description=desc) for name, desc in (
-        ("hook", "only this hook"), ("plugin", "only this plugin slug"),
-        ("since", "ISO date or date-time"), ("until", "ISO date or date-time"))
-]
-
-
-@extend_schema(parameters=_FILTERS + [OpenApiParameter("agentId", str), OpenApiParameter("sessionId", str),
-                                      OpenApiParameter("q", str, description="search in the reason")])
-class CancellationListView(_AuditListView):
-    serializer_class = s.CancelLogSerializer
-    query = staticmethod(queries.cancellations)
-
-
-@extend_schema(parameters=_FILTERS + [OpenApiParameter("kind", str)])
-class WarningListView(_AuditListView):
-    serializer_class = s.HandlerWarningSerializer
-    query = staticmethod(queries.warnings)
-
-
-@extend_schema(parameters=_FILTERS)
-class UsageListView(_AuditListView):
-    """Handler runs and time per plugin per hook per day (only handlers that actually ran)."""
-
-    serializer_class = s.UsageSerializer
-    query = staticmethod(queries.usage)
-
-
-def _validated(serializer_class, data) -> dict:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data

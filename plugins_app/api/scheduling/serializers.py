@@ -2,7 +2,8 @@
 
 from rest_framework import serializers
 
-from plugins_app.api.plugins.serializers import CancellationSerializer, StrIdField, TraceEntrySerializer
+from plugins_app.api.base import StrIdField
+from plugins_app.api.execution.serializers import CancellationSerializer, TraceEntrySerializer
 from plugins_app.models import CronJob, CronRun, Notification
 
 

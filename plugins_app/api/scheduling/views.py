@@ -4,9 +4,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
+from plugins_app.api.base import AccountView, Pagination
 from plugins_app.api.edge import body
-from plugins_app.api.plugins.serializers import execute_response
-from plugins_app.api.plugins.views import AccountView, Pagination
+from plugins_app.api.execution.serializers import execute_response
 from plugins_app.api.scheduling import serializers as s
 from plugins_app.api.schema import page_of as _page_of
 from plugins_app.services.scheduling import cron, notifications

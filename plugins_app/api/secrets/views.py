@@ -4,15 +4,15 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
+from plugins_app.api.base import AccountView, AuditListView
 from plugins_app.api.edge import body
-from plugins_app.api.plugins.views import AccountView, _AuditListView
 from plugins_app.api.secrets import serializers as ss
 from plugins_app.errors import InvalidInput
 from plugins_app.runtime.tables.permissions import SECRET_NAME
 from plugins_app.services.secrets import store
 
 
-class SecretListView(_AuditListView):
+class SecretListView(AuditListView):
     """The account's secrets: names, hosts, who set them and when; never a value."""
 
     serializer_class = ss.SecretSerializer

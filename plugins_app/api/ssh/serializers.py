@@ -2,10 +2,10 @@
 
 from rest_framework import serializers
 
-from plugins_app.api.plugins.serializers import (
+from plugins_app.api.base import StrIdField
+from plugins_app.api.execution.serializers import (
     CancellationSerializer,
     ExecuteResponseSerializer,
-    StrIdField,
     execute_response,
 )
 from plugins_app.models import SshHost

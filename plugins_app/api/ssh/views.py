@@ -4,8 +4,8 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import status
 from rest_framework.response import Response
 
+from plugins_app.api.base import AccountView, validated
 from plugins_app.api.edge import body
-from plugins_app.api.plugins.views import AccountView, _validated
 from plugins_app.api.ssh import serializers as ss
 from plugins_app.services.ssh import gateway as ssh_gateway
 from plugins_app.services.ssh import hosts as ssh_hosts
@@ -20,7 +20,7 @@ class SshHostListView(AccountView):
 
     @body(ss.SshHostWriteSerializer, responses={201: ss.SshHostSerializer})
     def post(self, request):
-        host = ssh_hosts.create_host(self.account, _validated(ss.SshHostWriteSerializer, request.data))
+        host = ssh_hosts.create_host(self.account, validated(ss.SshHostWriteSerializer, request.data))
         return Response(ss.SshHostSerializer(host).data, status=status.HTTP_201_CREATED)
 
 
@@ -31,7 +31,7 @@ class SshHostDetailView(AccountView):
 
     @body(ss.SshHostWriteSerializer, partial=True)
     def patch(self, request, host_id):
-        host = ssh_hosts.update_host(self.account, host_id, _validated(ss.SshHostWriteSerializer, request.data))
+        host = ssh_hosts.update_host(self.account, host_id, validated(ss.SshHostWriteSerializer, request.data))
         return Response(ss.SshHostSerializer(host).data)
 
     @extend_schema(responses={204: None})
@@ -46,7 +46,7 @@ class SshExecuteView(AccountView):
 
     @body(ss.SshExecuteRequestSerializer, responses=ss.SshExecuteResponseSerializer)
     def post(self, request):
-        body = _validated(ss.SshExecuteRequestSerializer, request.data)
+        body = validated(ss.SshExecuteRequestSerializer, request.data)
         operation = ssh_gateway.Operation(
             session_id=body["sessionId"], agent_id=body["agentId"], turn_id=body["turnId"], kind=body["kind"],
             command=body["command"], path=body["path"], content=body["content"], intent=body["intent"])

@@ -6,9 +6,9 @@ from rest_framework import serializers as drf_serializers
 from rest_framework import status
 from rest_framework.response import Response
 
+from plugins_app.api.base import AccountView, AuditListView, validated
 from plugins_app.api.edge import body
 from plugins_app.api.plugins import serializers as s
-from plugins_app.api.plugins.views import AccountView, _AuditListView, _validated
 from plugins_app.api.versions import serializers as vs
 from plugins_app.services.audit import changes
 from plugins_app.services.plugins import installations as plugins
@@ -37,7 +37,7 @@ class VersionListView(AccountView):
     @body(vs.DraftRequestSerializer, responses={201: vs.VersionSerializer},
           summary="Save a draft version; what runs does not change")
     def post(self, request, installation_id):
-        data = _validated(vs.DraftRequestSerializer, request.data)
+        data = validated(vs.DraftRequestSerializer, request.data)
         version = versions.create_draft(self.account, installation_id, source=data["source"],
                                         language=data.get("language"), note=data["note"],
                                         typecheck=data["typecheck"])
@@ -48,7 +48,7 @@ class VersionDeployView(AccountView):
     @body(vs.DeployRequestSerializer, responses=_DEPLOYED,
           summary="Make a version the live code from the very next call")
     def post(self, request, installation_id, number):
-        data = _validated(vs.DeployRequestSerializer, request.data or {})
+        data = validated(vs.DeployRequestSerializer, request.data or {})
         return Response(_deployed(*versions.deploy(self.account, installation_id, number, grant=data.get("grant"))))
 
 
@@ -56,7 +56,7 @@ class RollbackView(AccountView):
     @body(vs.DeployRequestSerializer, responses=_DEPLOYED,
           summary="Redeploy the newest earlier version that was live before")
     def post(self, request, installation_id):
-        data = _validated(vs.DeployRequestSerializer, request.data or {})
+        data = validated(vs.DeployRequestSerializer, request.data or {})
         return Response(_deployed(*versions.rollback(self.account, installation_id, grant=data.get("grant"))))
 
 
@@ -66,7 +66,7 @@ class RollbackView(AccountView):
     OpenApiParameter("installationId", str), OpenApiParameter("actor", str, description="who, as shown"),
     OpenApiParameter("since", str, description="ISO date or date-time"),
     OpenApiParameter("until", str, description="ISO date or date-time")])
-class ChangeListView(_AuditListView):
+class ChangeListView(AuditListView):
     """The account change log: installs, deploys, rollbacks, grants, settings, reorders, releases."""
 
     serializer_class = vs.ChangeSerializer
@@ -77,7 +77,7 @@ class ReplayView(AccountView):
     @body(vs.ReplayRequestSerializer, responses=OpenApiTypes.OBJECT,
           summary="Run a cancel-log entry's context against the current chain (or a draft), without side effects")
     def post(self, request, entry_id):
-        data = _validated(vs.ReplayRequestSerializer, request.data or {})
+        data = validated(vs.ReplayRequestSerializer, request.data or {})
         outcome = replay.replay_cancellation(self.account, entry_id, installation_id=data.get("installationId"),
                                              version=data.get("version"), live_reads=data["liveReads"])
         return Response(replay.as_dict(outcome))

@@ -1,0 +1,1 @@
+"""The audit lists over the API: cancellations, warnings and usage."""

@@ -1,0 +1,1 @@
+"""Running hooks over the API: ping, the hook table, execute and try."""

@@ -1,0 +1,129 @@
+"""Request and response shapes of running a hook's chain (execute, try); the chain answer's shape
+(`execute_response`, its trace and cancellation) is also what the SSH gateway and timers answer."""
+
+from typing import Any
+
+from rest_framework import serializers
+
+from plugins_app.runtime.web.chain import ChainResult
+from plugins_app.services.execution.tryit import TryRun
+
+
+# Two findings of the DRF stubs, silenced where they stand:
+# - a declared field named like a Field attribute (`context`, `source`): the stubs see it override that
+#   attribute, but DRF's serializer metaclass takes declared fields out of the class's attributes;
+# - a JSONField's default: the stubs accept only a mapping, DRF any JSON value.
+class ExecuteRequestSerializer(serializers.Serializer):
+    context = serializers.JSONField()  # type: ignore[assignment]  # a field, not Field.context (see above)
+    hop = serializers.JSONField(required=False, default=0)  # type: ignore[arg-type]  # any JSON default
+    turnId = serializers.JSONField(required=False, default="")  # type: ignore[arg-type]  # any JSON default
+    conversation = serializers.JSONField(required=False, help_text="the conversation so far, for "
+                                                                   "host.session.conversation.read")
+
+
+class TraceEntrySerializer(serializers.Serializer):
+    installationId = serializers.CharField()
+    plugin = serializers.CharField()
+    status = serializers.ChoiceField(choices=[
+        ("ran", "it ran and answered"), ("cancelled", "it cancelled the action"),
+        ("error", "it threw or failed to load; skipped (fail-open)"),
+        ("timeout", "it ran past its time budget; skipped"),
+        ("malformed", "it returned a value of the wrong shape; skipped"),
+        ("quarantined", "it is in quarantine after repeated timeouts; not run")])
+    changed = serializers.BooleanField()
+    durationMs = serializers.FloatField()
+    warning = serializers.CharField(allow_null=True)
+
+
+class SourcePositionSerializer(serializers.Serializer):
+    line = serializers.IntegerField()
+    column = serializers.IntegerField()
+    source = serializers.CharField(  # type: ignore[assignment]  # a field, not Field.source
+        required=False, help_text="the file, when a bundle's own source map names one")
+    handler = serializers.BooleanField(required=False, help_text="true: where the handler is assigned (a timeout "
+                                                                 "or a malformed result has no line of its own)")
+
+
+class TryRequestSerializer(serializers.Serializer):
+    context = serializers.JSONField()  # type: ignore[assignment]  # a field, not Field.context
+    versions = serializers.JSONField(
+        required=False, default=None,
+        help_text='{"<installationId>": <version number>}: run these versions (drafts) in place of live code')
+
+
+class TryStepSerializer(serializers.Serializer):
+    installationId = serializers.CharField()
+    plugin = serializers.CharField()
+    # Plain strings here: the same choices as the execute trace's, named once in the schema (there).
+    status = serializers.CharField(help_text="as in the execute trace: ran, cancelled, error, timeout, ...")
+    changed = serializers.BooleanField()
+    durationMs = serializers.FloatField()
+    warning = serializers.CharField(allow_null=True)
+    version = serializers.IntegerField(allow_null=True, help_text="the version that ran")
+    before = serializers.JSONField(help_text="the hook's value before this handler")
+    after = serializers.JSONField(help_text="the hook's value after it")
+    at = SourcePositionSerializer(allow_null=True, help_text="where in the author's source it failed")
+    logs = serializers.ListField(child=serializers.DictField())
+
+
+class TryResponseSerializer(serializers.Serializer):
+    hook = serializers.CharField()
+    outcome = serializers.CharField(help_text="unchanged, changed or cancelled")
+    value = serializers.JSONField()
+    versions = serializers.DictField(child=serializers.IntegerField(), help_text="the versions swapped in")
+    cancellation = serializers.DictField(allow_null=True)
+    trace = TryStepSerializer(many=True)
+    effects = serializers.ListField(child=serializers.DictField())
+
+
+class CancellationSerializer(serializers.Serializer):
+    installationId = serializers.CharField()
+    plugin = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class ExecuteResponseSerializer(serializers.Serializer):
+    hook = serializers.CharField()
+    # Labels say what each outcome means: the docs list each choice with its label.
+    outcome = serializers.ChoiceField(choices=[
+        ("unchanged", "no handler changed the value: go on with the original"),
+        ("changed", "the value was changed: go on with `value`"),
+        ("cancelled", "a handler cancelled: do not go on (see `cancellation`)")])
+    value = serializers.JSONField(help_text="the hook's mutable value(s) after the chain; null for observe-only")
+    cancellation = CancellationSerializer(allow_null=True)
+    trace = TraceEntrySerializer(many=True)
+    effects = serializers.ListField(child=serializers.DictField())
+
+
+def execute_response(result: ChainResult, effects: list[Any]) -> dict[str, Any]:
+    c = result.cancellation
+    return {
+        "hook": result.hook,
+        "outcome": result.outcome,
+        "value": result.value,
+        "cancellation": None if c is None else {
+            "installationId": c.installation_id, "plugin": c.plugin, "reason": c.reason},
+        "trace": [{
+            "installationId": t.installation_id, "plugin": t.plugin, "status": t.status,
+            "changed": t.changed, "durationMs": t.duration_ms, "warning": t.warning,
+        } for t in result.trace],
+        "effects": effects,
+    }
+
+
+def try_response(run: TryRun) -> dict[str, Any]:
+    """A try-run (services/execution/tryit.py's TryRun) as the try API answers it."""
+    return {
+        "hook": run.hook,
+        "outcome": run.outcome,
+        "value": run.after,
+        "versions": run.versions,
+        "cancellation": None if run.cancelled_by is None else {"plugin": run.cancelled_by, "reason": run.cancel_reason},
+        "trace": [{
+            "installationId": step.trace.installation_id, "plugin": step.trace.plugin, "status": step.trace.status,
+            "changed": step.trace.changed, "durationMs": step.trace.duration_ms, "warning": step.trace.warning,
+            "version": step.version, "before": step.before, "after": step.after, "at": step.trace.at,
+            "logs": step.trace.logs,
+        } for step in run.steps],
+        "effects": run.effects,
+    }

@@ -1,0 +1,87 @@
+"""Running hooks: the key check (ping), the hook table, a chain's execute and its try-run."""
+
+import time
+from typing import cast
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers as drf_serializers
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+
+from plugins_app.api.base import AccountView
+from plugins_app.api.edge import body
+from plugins_app.api.execution import serializers as s
+from plugins_app.api.renderers import JSONFirstNegotiation, PlainJSONRenderer
+from plugins_app.errors import InvalidInput
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.services.execution import execute as execution
+from plugins_app.services.execution import tryit
+from plugins_app.services.observability import metrics, tracing
+
+
+class PingView(AccountView):
+    """Checks a key: the cheapest authenticated call (also the benchmark's baseline)."""
+
+    @extend_schema(request=None, responses=inline_serializer("Ping", {"ok": drf_serializers.BooleanField(),
+                                                                      "accountId": drf_serializers.CharField()}))
+    def get(self, request):
+        return Response({"ok": True, "accountId": str(self.account.pk)})
+
+    post = get
+
+
+class HookListView(AccountView):
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="The 14 hooks: fields, mutable fields, cancellable")
+    def get(self, request):
+        return Response({"hooks": [spec.as_dict() for spec in HOOKS.values()]})
+
+
+EXECUTE_DESCRIPTION = """The platform calls this at each of the 14 hook points, with the hook's context.
+
+The account's installations that hook this point run **in chain order**, one after another, each
+seeing the value the one before it handed on. A handler may change the value, leave it, or
+**cancel**, which stops the chain: then `outcome` is `cancelled`, `cancellation` names the plugin
+and its reason, and the platform must not go on with the action.
+
+**Fail-open**: a handler that throws, runs past its time budget or returns the wrong shape is
+skipped with a warning (its `trace` entry says which) and the value goes on unchanged; a broken
+plugin never takes an agent down.
+
+`hop` counts how deep this call is, 0 to 64 (a plugin's action that fires another hook adds one),
+and `turnId` is recorded with any cancellation.
+
+In these docs, pick a hook's example under *Request body*: the `hook` in the path follows it.
+"""
+
+
+class HookExecuteView(AccountView):
+    renderer_classes = [PlainJSONRenderer, *(cast(type[BaseRenderer], r) for r in api_settings.DEFAULT_RENDERER_CLASSES
+                                             if r is not JSONRenderer)]
+    content_negotiation_class = JSONFirstNegotiation
+
+    @body(s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
+          summary="Run the account's chain for a hook", description=EXECUTE_DESCRIPTION)
+    def post(self, request, hook):
+        started = time.perf_counter()
+        with metrics.execute_observed(hook) as observed, \
+                tracing.chain_span(hook, self.account.pk, request.META.get("HTTP_TRACEPARENT")) as span:
+            result, effects = execution.execute_request(self.account, hook, request.data)
+            observed.outcome = result.outcome
+            span.finish(result)
+        chain_ms = (time.perf_counter() - started) * 1000
+        # The platform can tell the hub's chain time from the network's (and so can the bench).
+        headers = {"Server-Timing": tracing.server_timing(chain_ms, result.trace), **span.response_headers()}
+        return Response(s.execute_response(result, effects), headers=headers)
+
+
+class HookTryView(AccountView):
+    @body(s.TryRequestSerializer, responses=s.TryResponseSerializer,
+          summary="Try the account's chain for a hook on a sample, optionally with drafts swapped in; nothing is recorded")
+    def post(self, request, hook):
+        data = request.data if isinstance(request.data, dict) else None
+        if data is None or "context" not in data:
+            raise InvalidInput("context", "this field is required")
+        run = tryit.try_chain(self.account, hook, data["context"], data.get("versions"))
+        return Response(s.try_response(run))
