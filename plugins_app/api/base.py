@@ -3,7 +3,7 @@ the paginated audit-style list, the page size rules, the body reader and the id 
 packages import these from here, never from each other."""
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import FieldDoesNotExist
 from django.db.models import QuerySet
@@ -14,7 +14,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from accounts.models import Account
+from accounts.models import Account, ApiKey
 from plugins_app.api.edge import check_request
 
 
@@ -22,12 +22,12 @@ from plugins_app.api.edge import check_request
 # first docstring up its view's class tree, so one here would become the description of every view
 # that has none of its own (and change the OpenAPI schema).
 class AccountView(APIView):
-    # An API key's account (accounts.permissions.HasAccountKey lets no request in without one); every
-    # query a view makes is scoped to it.
+    # The account of the request's API key; every query a view makes is scoped to it.
 
     @property
     def account(self) -> Account:
-        return self.request.auth.account
+        # accounts.permissions.HasAccountKey lets no request reach a view without an ApiKey as its auth.
+        return cast(ApiKey, self.request.auth).account
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
@@ -68,7 +68,8 @@ class StrIdField(serializers.Field):
     def bind(self, field_name: str, parent: serializers.BaseSerializer) -> None:
         super().bind(field_name, parent)
         model = getattr(getattr(parent, "Meta", None), "model", None)
-        name = self.source.removesuffix("_id")
+        source: str = self.source or field_name   # Field.bind has set it (to the field's name by default)
+        name = source.removesuffix("_id")
         if model is not None and "." not in name:
             try:
                 self.allow_null = model._meta.get_field(name).null

@@ -1,5 +1,7 @@
 """Shapes of the audit lists: the cancel log, handler warnings and daily usage."""
 
+from typing import Any, cast
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -47,9 +49,9 @@ class HandlerWarningSerializer(serializers.ModelSerializer):
 class _UsageListSerializer(serializers.ListSerializer):
     """Reads the page's latency histograms in one query, not one per row."""
 
-    def to_representation(self, data):
+    def to_representation(self, data: Any) -> list[Any]:
         rows = list(data.all() if hasattr(data, "all") else data)
-        self.child.summaries = latency.day_summaries(rows)
+        cast(UsageSerializer, self.child).summaries = latency.day_summaries(rows)
         return super().to_representation(rows)
 
 

@@ -1,8 +1,12 @@
 """Cron jobs, their runs and agents' timers: thin views over services.cron and services.notifications."""
 
+from typing import Any
+
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
 
 from plugins_app.api.base import AccountView, Pagination
 from plugins_app.api.edge import body
@@ -18,7 +22,7 @@ def _validated(serializer_class, data, *, partial=False):
     return serializer
 
 
-def _paginated(view, qs, serializer_class):
+def _paginated(view: AccountView, qs: QuerySet[Any], serializer_class: type[BaseSerializer]) -> Response:
     paginator = Pagination()
     page = paginator.paginate_queryset(qs, view.request, view=view)
     return paginator.get_paginated_response(serializer_class(page, many=True).data)
