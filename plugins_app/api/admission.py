@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 
 from accounts.authentication import ApiPrincipal
 from accounts.models import parse_key
@@ -15,10 +19,10 @@ class FairAdmissionMiddleware:
     """First in MIDDLEWARE, so the whole call — authentication included — waits for its turn:
     a tenant's retries can only slow that tenant, not the process."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]):
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if request.method != "POST" or not EXECUTE_PATH.match(request.path_info):
             return self.get_response(request)
         prefix = _key_prefix(request)
@@ -30,6 +34,6 @@ class FairAdmissionMiddleware:
         return response
 
 
-def _key_prefix(request) -> str | None:
+def _key_prefix(request: HttpRequest) -> str | None:
     scheme, _, raw = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
     return parse_key(raw.strip()) if scheme.lower() == "bearer" else None

@@ -1,15 +1,23 @@
 """What every API request passes before its view runs: query and path text, path ids, the body's fields."""
 
 import functools
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import unquote_to_bytes
 
 from django.core.handlers.wsgi import get_bytes_from_wsgi
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.views import APIView
 
 from plugins_app.errors import InvalidInput, NotFound
 from plugins_app.services import inputs
 from plugins_app.services.ids import parse_id
+
+F = TypeVar("F", bound=Callable[..., Any])
+# A serializer class or instance (an inline_serializer is an instance).
+SerializerLike = type[serializers.BaseSerializer] | serializers.BaseSerializer
 
 # Path parameters that are not the hub's database ids: agents are the platform's, named by it.
 NOT_DB_IDS = {"agent_id"}
@@ -20,17 +28,17 @@ class UnknownField(InvalidInput):
         super().__init__(path, "unknown field")
 
 
-def body(serializer, *, partial: bool = False, **schema):
+def body(serializer: SerializerLike, *, partial: bool = False, **schema: Any) -> Callable[[F], F]:
     """Documents a method's JSON body as `serializer` and makes it the only shape accepted: a field
     it does not declare (at any depth it describes) is refused with 400 before the view runs.
     `partial`: the body may leave out required fields (a PATCH of some fields)."""
-    def decorate(method):
-        method.request_body = (serializer, partial)
+    def decorate(method: F) -> F:
+        method.request_body = (serializer, partial)  # type: ignore[attr-defined]  # read by check_request
         return extend_schema(request=serializer, **schema)(method)
     return decorate
 
 
-def body_field(request, name: str, hint: str, *, allow_null: bool = True):
+def body_field(request: Request, name: str, hint: str, *, allow_null: bool = True) -> Any:
     """The value of `name` in a one-field object body, or InvalidInput(`name`, `hint`) when the body is
     not an object or leaves it out (or sends null where `allow_null` is false). Its value is the
     service's to check."""
@@ -40,17 +48,17 @@ def body_field(request, name: str, hint: str, *, allow_null: bool = True):
     return data[name]
 
 
-def check_request(view, request, kwargs: dict) -> None:
+def check_request(view: APIView, request: Request, kwargs: dict[str, Any]) -> None:
     check_query(request)
     check_path(kwargs)
-    handler = getattr(view, request.method.lower(), None)
+    handler = getattr(view, (request.method or "").lower(), None)   # None only for a request built by hand
     declared = getattr(handler, "request_body", None)
     if declared is not None and _has_body(request):
         serializer, partial = declared
         check_fields(serializer, request.data, partial=partial)
 
 
-def check_query(request) -> None:
+def check_query(request: Request) -> None:
     raw = get_bytes_from_wsgi(request._request.META, "QUERY_STRING", "")   # as Django reads it
     if not raw or (raw.isascii() and b"%" not in raw):
         return
@@ -67,7 +75,7 @@ def check_query(request) -> None:
                 raise InvalidInput(field, "contains a NUL character")
 
 
-def check_path(kwargs: dict) -> None:
+def check_path(kwargs: dict[str, Any]) -> None:
     for name, value in kwargs.items():
         if isinstance(value, str):
             problem = inputs.text_problem(value)
@@ -85,7 +93,7 @@ def _path_id(name: str, value: str) -> None:
         raise NotFound(str(exc.detail), field=name) from None
 
 
-def check_fields(serializer, data, path: str = "", *, partial: bool = False) -> None:
+def check_fields(serializer: Any, data: Any, path: str = "", *, partial: bool = False) -> None:
     """Refuse the first key of `data` that `serializer` (a class or instance) does not declare; when
     a required field is missing too, that is named instead (the likelier mistake is a misspelling)."""
     if isinstance(serializer, type):
@@ -110,15 +118,15 @@ def check_fields(serializer, data, path: str = "", *, partial: bool = False) -> 
 
 
 @functools.cache
-def _instance(serializer_class):
+def _instance(serializer_class: type[serializers.BaseSerializer]) -> serializers.BaseSerializer:
     # One instance per class: its fields are built once, not on every request (execute is hot).
     return serializer_class()
 
 
-def _first_missing(fields, data: dict) -> str | None:
+def _first_missing(fields: Mapping[str, serializers.Field], data: dict[str, Any]) -> str | None:
     return next((name for name, f in fields.items() if f.required and not f.read_only and name not in data), None)
 
 
-def _has_body(request) -> bool:
+def _has_body(request: Request) -> bool:
     meta = request._request.META
     return bool(meta.get("CONTENT_LENGTH") not in (None, "", "0") or meta.get("HTTP_TRANSFER_ENCODING"))

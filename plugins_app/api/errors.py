@@ -2,6 +2,7 @@
 
 import logging
 import time
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -65,7 +66,7 @@ def _outage(exc) -> Unavailable | None:
     return found
 
 
-def exception_handler(exc, context):
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     exc = _outage(exc) or exc
     if isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge(f"the request body is over the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE // (1024 * 1024)} MiB limit")
@@ -90,5 +91,5 @@ def exception_handler(exc, context):
     return Response({"error": body}, status=response.status_code, headers=headers)
 
 
-def _auth_headers(response) -> dict:
+def _auth_headers(response: Response) -> dict[str, str]:
     return {k: v for k, v in response.items() if k.lower() == "www-authenticate"}

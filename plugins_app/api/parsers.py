@@ -4,6 +4,8 @@ a body wherever it reads it as the standard library would; the standard library 
 
 import io
 import re
+from collections.abc import Mapping
+from typing import IO, Any
 
 import orjson
 from django.conf import settings
@@ -21,7 +23,8 @@ _UTF8 = {"utf-8", "utf8"}
 
 
 class LimitedJSONParser(JSONParser):
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(self, stream: IO[Any] | None, media_type: str | None = None,
+              parser_context: Mapping[str, Any] | None = None) -> Any:
         # A view may allow a larger body (installing a bundled plugin): its `max_body_bytes`.
         view = (parser_context or {}).get("view")
         limit = getattr(view, "max_body_bytes", None) or settings.HUB_API_MAX_BODY_BYTES
@@ -45,7 +48,7 @@ class LimitedJSONParser(JSONParser):
         return data
 
     @staticmethod
-    def _fast(raw: bytes, parser_context) -> object:
+    def _fast(raw: bytes, parser_context: Mapping[str, Any] | None) -> object:
         """orjson's reading of a body, or _SLOW where it might differ from the standard library's:
         another charset, a long number, or text orjson refuses (the slow path names the problem,
         or accepts a lone surrogate for check_text to name)."""

@@ -1,6 +1,8 @@
 """How the execute call answers: orjson's bytes where they match DRF's, and the usual headers
 negotiated without parsing them; DRF's own ways otherwise."""
 
+from typing import NoReturn
+
 import orjson
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import JSONRenderer
@@ -9,7 +11,7 @@ from rest_framework.renderers import JSONRenderer
 _PLAIN_ONLY = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
 
 
-def _refuse(value):
+def _refuse(value: object) -> NoReturn:
     raise TypeError(type(value).__name__)
 
 
@@ -19,6 +21,7 @@ class PlainJSONRenderer(JSONRenderer):
     same; a float may be spelled differently (1e-7, not 1e-07), and a non-finite float, which the
     execute answer never holds (its values came through JSON), would be null rather than an error."""
 
+    # Unannotated, as DRF's: its stubs type get_indent's media type as str, which DRF passes None.
     def render(self, data, accepted_media_type=None, renderer_context=None):
         if data is None or self.get_indent(accepted_media_type, renderer_context or {}) is not None:
             return super().render(data, accepted_media_type, renderer_context)
@@ -41,6 +44,8 @@ class JSONFirstNegotiation(DefaultContentNegotiation):
     */*, application/json or none; no query string) settled without parsing media types. The
     choice is the one DRF's would make: the first parser and renderer, both JSON."""
 
+    # Unannotated, as DRF's: its stubs type the parsers and renderers as any iterable; DRF passes the
+    # view's lists, which these index.
     def select_parser(self, request, parsers):
         if request.content_type == JSON and parsers and parsers[0].media_type == JSON:
             return parsers[0]

@@ -1,12 +1,14 @@
 """OpenAPI additions generated from the hook table: one context schema per hook."""
 
+from typing import Any
+
 from plugins_app.runtime.tables.context import FIELD_TYPES
-from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.tables.hooks import HOOKS, HookSpec
 from plugins_app.services.execution.execute import HOP_LIMIT
 from plugins_app.services.execution.hook_samples import example_context
 
 
-def context_schema(spec) -> dict:
+def context_schema(spec: HookSpec) -> dict[str, Any]:
     properties = {}
     for f in spec.fields:
         prop = dict(FIELD_TYPES[f.type].schema)
@@ -20,7 +22,7 @@ def context_schema(spec) -> dict:
             "additionalProperties": False}
 
 
-def add_hook_contexts(result, generator, request, public):
+def add_hook_contexts(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     """drf-spectacular postprocessing hook."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     refs = []
@@ -188,7 +190,7 @@ _ERRORS = {
 }
 
 
-def document_errors(result, generator, request, public):
+def document_errors(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: the error shape, each operation's error answers, its tag
     and its summary."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
@@ -212,7 +214,7 @@ def document_errors(result, generator, request, public):
     return result
 
 
-def _error_statuses(op) -> list[int]:
+def _error_statuses(op: dict[str, Any]) -> list[int]:
     params = op.get("parameters", [])
     statuses = [400, 401]
     if any(p["in"] == "path" for p in params) or any(p["name"] in ("hook", "page") for p in params) \
@@ -227,12 +229,13 @@ def _error_statuses(op) -> list[int]:
     return statuses + [503]   # any operation, during a database outage
 
 
-def _is_page(op) -> bool:
+def _is_page(op: dict[str, Any]) -> bool:
     ok = op.get("responses", {}).get("200", {}).get("content", {}).get("application/json", {}).get("schema", {})
     return ok.get("$ref", "").endswith("Page") or "Paginated" in ok.get("$ref", "")
 
 
-def drop_echoed_choice_labels(result, generator, request, public):
+def drop_echoed_choice_labels(result: dict[str, Any], generator: Any, request: Any,
+                              public: bool) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: enum descriptions list each choice with its label; a choice
     whose label is its value ("`unchanged` - unchanged") says nothing, so its line is left out (and a
     description left empty goes)."""
@@ -240,7 +243,7 @@ def drop_echoed_choice_labels(result, generator, request, public):
     return result
 
 
-def _drop_echoes(node) -> None:
+def _drop_echoes(node: Any) -> None:
     if isinstance(node, list):
         for item in node:
             _drop_echoes(item)

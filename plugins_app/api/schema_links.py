@@ -3,11 +3,14 @@ stateful phase of the Schemathesis run in the tests) can follow a created id ins
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 # The methods whose answer carries the object they made or registered.
 CREATING = ("post", "put")
 
 
-def add_links(result, generator, request, public):
+def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: a link from each 201 answer to every operation under the
     created object's path, its id taken from the answer's `id`."""
     paths = result.get("paths", {})
@@ -26,13 +29,13 @@ def add_links(result, generator, request, public):
     return result
 
 
-def _operations_under(item: str, paths: dict):
+def _operations_under(item: str, paths: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for target_path, targets in paths.items():
         if target_path == item or target_path.startswith(item + "/"):
             yield from targets.values()
 
 
-def _item_path(path: str, paths: dict) -> tuple[str | None, str | None]:
+def _item_path(path: str, paths: dict[str, Any]) -> tuple[str | None, str | None]:
     """The path of one object made at `path` (`/things` makes `/things/{id}`; a PUT to `/things/{id}`
     registers that one) and its id parameter's name."""
     last = path.rsplit("/", 1)[-1]

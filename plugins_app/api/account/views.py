@@ -1,11 +1,13 @@
 """The account as a whole: its state in one answer (what `hub export` writes) and its live tail."""
 
 import json
+from collections.abc import Iterator
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from plugins_app.api.base import AccountView
@@ -16,7 +18,7 @@ from plugins_app.services.plugins import export
 class AccountExportView(AccountView):
     @extend_schema(responses=OpenApiTypes.OBJECT,
                    summary="Installations (settings without secrets, own plugins' source) and chain orders")
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return Response(export.account_state(self.account))
 
 
@@ -33,7 +35,7 @@ class _ServerSentEvents:
     def __init__(self, stream: tail.TailStream):
         self.stream = stream
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         for event in self.stream:
             if event is None:
                 yield b": keepalive\n\n"
@@ -53,7 +55,7 @@ class TailView(AccountView):
                                OpenApiParameter("hook", str, description="only this hook"),
                                OpenApiParameter("status", str, description="comma-separated: " +
                                                 ", ".join(tail.STATUSES))])
-    def get(self, request):
+    def get(self, request: Request) -> StreamingHttpResponse:
         stream = tail.open_stream(self.account.pk, tail.Filters.parse(request.query_params))
         response = StreamingHttpResponse(_ServerSentEvents(stream), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"

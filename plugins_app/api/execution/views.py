@@ -7,6 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers as drf_serializers
 from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
@@ -26,7 +27,7 @@ class PingView(AccountView):
 
     @extend_schema(request=None, responses=inline_serializer("Ping", {"ok": drf_serializers.BooleanField(),
                                                                       "accountId": drf_serializers.CharField()}))
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return Response({"ok": True, "accountId": str(self.account.pk)})
 
     post = get
@@ -34,7 +35,7 @@ class PingView(AccountView):
 
 class HookListView(AccountView):
     @extend_schema(responses=OpenApiTypes.OBJECT, summary="The 14 hooks: fields, mutable fields, cancellable")
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return Response({"hooks": [spec.as_dict() for spec in HOOKS.values()]})
 
 
@@ -63,7 +64,7 @@ class HookExecuteView(AccountView):
 
     @body(s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
           summary="Run the account's chain for a hook", description=EXECUTE_DESCRIPTION)
-    def post(self, request, hook):
+    def post(self, request: Request, hook: str) -> Response:
         started = time.perf_counter()
         with metrics.execute_observed(hook) as observed, \
                 tracing.chain_span(hook, self.account.pk, request.META.get("HTTP_TRACEPARENT")) as span:
@@ -79,7 +80,7 @@ class HookExecuteView(AccountView):
 class HookTryView(AccountView):
     @body(s.TryRequestSerializer, responses=s.TryResponseSerializer,
           summary="Try the account's chain for a hook on a sample, optionally with drafts swapped in; nothing is recorded")
-    def post(self, request, hook):
+    def post(self, request: Request, hook: str) -> Response:
         data = request.data if isinstance(request.data, dict) else None
         if data is None or "context" not in data:
             raise InvalidInput("context", "this field is required")

@@ -2,6 +2,7 @@
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from plugins_app.api.base import AccountView, AuditListView, Pagination
@@ -30,11 +31,11 @@ _PLATFORM_PUT = inline_serializer("PlatformUpdate", {
 class PlatformView(AccountView):
     """The account's platform bridge; the signing secret is write-only."""
 
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return Response(_platform_body(platform.get_config(self.account)))
 
     @body(_PLATFORM_PUT, responses=_PLATFORM)
-    def put(self, request):
+    def put(self, request: Request) -> Response:
         return Response(_platform_body(platform.configure(self.account, request.data)))
 
 
@@ -51,7 +52,7 @@ class AgentListView(AccountView):
 
     @extend_schema(parameters=[OpenApiParameter("plugin", str)], operation_id="agents_list",
                    responses=page_of(hs.AgentSerializer, "AgentPage"))
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         qs = agents.list_agents(self.account, request.query_params)
         paginator = Pagination()
         page = paginator.paginate_queryset(qs, request, view=self)
@@ -64,18 +65,18 @@ class AgentDetailView(AccountView):
 
     serializer_class = hs.AgentSerializer
 
-    def get(self, request, agent_id):
+    def get(self, request: Request, agent_id: str) -> Response:
         return Response(hs.AgentSerializer(agents.get_agent(self.account, agent_id)).data)
 
     @body(inline_serializer("AgentRegistration", {
         "name": serializers.CharField(), "plugin": serializers.CharField(allow_null=True, required=False)}),
         responses={200: hs.AgentSerializer, 201: hs.AgentSerializer},
         summary="Register an agent (201) or update the one registered under this id (200)")
-    def put(self, request, agent_id):
+    def put(self, request: Request, agent_id: str) -> Response:
         agent, created = agents.register_agent(self.account, agent_id, request.data)
         return Response(hs.AgentSerializer(agent).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
-    def delete(self, request, agent_id):
+    def delete(self, request: Request, agent_id: str) -> Response:
         agents.delete_agent(self.account, agent_id)
         return Response(status=status.HTTP_204_NO_CONTENT)

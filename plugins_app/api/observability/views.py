@@ -1,9 +1,13 @@
 """Endpoints for operators' tools: /healthz, /readyz (load balancers) and /metrics (Prometheus)."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
 from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -21,7 +25,7 @@ class _OpenView(APIView):
 class HealthView(_OpenView):
     """The process is up and serving requests; checks nothing else."""
 
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return Response({"status": "ok"})
 
 
@@ -29,7 +33,7 @@ class HealthView(_OpenView):
 class ReadyView(_OpenView):
     """200 when the database, the engines and the broker all answer; 503 naming what does not."""
 
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         ready, checks = health.readiness()
         return Response({"status": "ready" if ready else "not ready", "checks": checks}, status=200 if ready else 503)
 
@@ -39,12 +43,13 @@ class PrometheusRenderer(BaseRenderer):
     format = "prometheus"
     charset = "utf-8"
 
-    def render(self, data, accepted_media_type=None, renderer_context=None):
+    def render(self, data: Any, accepted_media_type: str | None = None,
+               renderer_context: Mapping[str, Any] | None = None) -> Any:
         return data
 
 
 class MayScrape(BasePermission):
-    def has_permission(self, request, view):
+    def has_permission(self, request: Request, view: APIView) -> bool:
         allowed, why = metrics.may_scrape(request.META.get("HTTP_AUTHORIZATION", ""),
                                           request.META.get("REMOTE_ADDR", ""))
         if not allowed:
@@ -59,14 +64,14 @@ class MetricsView(APIView):
     permission_classes = [MayScrape]
     renderer_classes = [PrometheusRenderer]
 
-    def get_authenticate_header(self, request):
+    def get_authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="metrics"'
 
-    def handle_exception(self, exc):
+    def handle_exception(self, exc: Exception) -> Response:
         response = super().handle_exception(exc)
         # An error keeps the API's one JSON error shape, whatever a scraper accepts.
         self.request.accepted_renderer, self.request.accepted_media_type = JSONRenderer(), "application/json"
         return response
 
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return Response(metrics.scrape(), content_type=METRICS_CONTENT_TYPE)

@@ -2,6 +2,7 @@
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from plugins_app.api.base import AccountView
@@ -34,7 +35,7 @@ class CatalogPluginSerializer(serializers.Serializer):
 
 class CatalogView(AccountView):
     @extend_schema(responses=inline_serializer("Catalog", {"plugins": CatalogPluginSerializer(many=True)}))
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         official, installed = catalog.catalog(self.account)
         data = CatalogPluginSerializer(official, many=True, context={"installed": installed}).data
         return Response({"plugins": data})
@@ -43,7 +44,7 @@ class CatalogView(AccountView):
 class PluginSettingsView(AccountView):
     @body(inline_serializer("SettingsPatch", {"settings": serializers.DictField()}),
           responses=InstallationSerializer)
-    def patch(self, request, installation_id):
+    def patch(self, request: Request, installation_id: str) -> Response:
         value = body_field(request, "settings", 'send {"settings": {"name": value, ...}}')
         installation = catalog.update_settings(self.account, installation_id, value)
         return Response(InstallationSerializer(installation).data)

@@ -1,5 +1,7 @@
 """Request and response shapes of installations and chains; ids leave the hub as strings."""
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -27,7 +29,7 @@ class InstallRequestSerializer(serializers.Serializer):
         help_text="type-check a TypeScript source against GET /sdk/middleware.d.ts; 400 type_error with "
                   "errors [{message, line, column}] when it does not")
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "catalog" not in attrs and ("name" not in attrs or "source" not in attrs):
             raise serializers.ValidationError({"source": "give name and source, or catalog"})
         if "settings" in attrs and "catalog" not in attrs:

@@ -3,6 +3,7 @@
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers as drf_serializers
 from rest_framework import status
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from plugins_app.api.base import AccountView, validated
@@ -21,12 +22,12 @@ _PLUGIN_LIST = inline_serializer("PluginList", {"plugins": s.InstallationSeriali
 class PluginListView(AccountView):
     max_body_bytes = plugins.MAX_INSTALL_BODY_BYTES   # a bundled plugin's source; other bodies stay at 1 MiB
     @extend_schema(responses=_PLUGIN_LIST, operation_id="plugins_list")
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         qs = Installation.objects.filter(account=self.account).select_related("plugin").order_by("created_at", "id")
         return Response({"plugins": s.InstallationSerializer(qs, many=True).data})
 
     @body(s.InstallRequestSerializer, responses={201: s.InstallationSerializer})
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         body = validated(s.InstallRequestSerializer, request.data)
         if "catalog" in body:
             installation = catalog.install_official(self.account, body["catalog"], settings=body.get("settings"),
@@ -40,7 +41,7 @@ class PluginListView(AccountView):
 
 @extend_schema(responses=s.InstallationSerializer)
 class PluginDetailView(AccountView):
-    def get(self, request, installation_id):
+    def get(self, request: Request, installation_id: str) -> Response:
         return Response(s.InstallationSerializer(plugins.get_installation(self.account, installation_id)).data)
 
     @body(inline_serializer("PluginPatch", {
@@ -49,7 +50,7 @@ class PluginDetailView(AccountView):
                                             help_text="shadow: runs after the live chain, nothing applied"),
         "shadowVersion": drf_serializers.IntegerField(required=False, allow_null=True,
                                                       help_text="a draft to run in shadow next to the live code")}))
-    def patch(self, request, installation_id):
+    def patch(self, request: Request, installation_id: str) -> Response:
         data = request.data if isinstance(request.data, dict) else {}
         if not {"enabled", "mode", "shadowVersion"} & set(data):
             raise InvalidInput("enabled", "send {\"enabled\": true|false} and/or {\"mode\": \"live\"|\"shadow\"}")
@@ -63,7 +64,7 @@ class PluginDetailView(AccountView):
             installation = plugins.set_enabled(self.account, installation_id, data["enabled"])
         return Response(s.InstallationSerializer(installation).data)
 
-    def delete(self, request, installation_id):
+    def delete(self, request: Request, installation_id: str) -> Response:
         plugins.uninstall(self.account, installation_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -71,7 +72,7 @@ class PluginDetailView(AccountView):
 class PluginGrantView(AccountView):
     @body(inline_serializer("GrantRequest", {"grant": drf_serializers.ListField(
         child=drf_serializers.CharField())}), responses=s.InstallationSerializer)
-    def post(self, request, installation_id):
+    def post(self, request: Request, installation_id: str) -> Response:
         grant = body_field(request, "grant", "send {\"grant\": [permission, ...]}", allow_null=False)
         installation = plugins.grant(self.account, installation_id, grant)
         return Response(s.InstallationSerializer(installation).data)
@@ -80,7 +81,7 @@ class PluginGrantView(AccountView):
 class PluginReleaseView(AccountView):
     @extend_schema(request=None, responses=s.InstallationSerializer,
                    summary="End an installation's quarantine and slow lane now")
-    def post(self, request, installation_id):
+    def post(self, request: Request, installation_id: str) -> Response:
         return Response(s.InstallationSerializer(quarantine.release(self.account, installation_id)).data)
 
 
@@ -89,12 +90,12 @@ _CHAIN = inline_serializer("Chain", {"hook": drf_serializers.CharField(), "chain
 
 @extend_schema(responses=_CHAIN)
 class ChainView(AccountView):
-    def get(self, request, hook):
+    def get(self, request: Request, hook: str) -> Response:
         entries = chains.chain_entries(self.account, hook)
         return Response({"hook": hook, "chain": s.ChainEntrySerializer(entries, many=True).data})
 
     @body(s.OrderRequestSerializer, responses=_CHAIN)
-    def put(self, request, hook):
+    def put(self, request: Request, hook: str) -> Response:
         data = request.data if isinstance(request.data, dict) else {}
         if "order" in data:
             entries = chains.set_order(self.account, hook, data["order"])

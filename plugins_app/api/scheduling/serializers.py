@@ -1,5 +1,7 @@
 """Request and response shapes of cron jobs, their runs, and timers; ids leave the hub as strings."""
 
+from typing import Any
+
 from rest_framework import serializers
 
 from plugins_app.api.base import StrIdField
@@ -12,11 +14,11 @@ class IdStringField(serializers.CharField):
 
     default_error_messages = {"not_string": "ids are strings (64-bit numbers do not survive JSON numbers)"}
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_length", 64)
         super().__init__(**kwargs)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("not_string")
         return super().to_internal_value(data)
@@ -25,7 +27,7 @@ class IdStringField(serializers.CharField):
 class StrictBooleanField(serializers.BooleanField):
     default_error_messages = {"invalid": "expected true or false"}
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> bool:
         if not isinstance(data, bool):
             self.fail("invalid")
         return data

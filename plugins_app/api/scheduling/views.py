@@ -1,10 +1,11 @@
 """Cron jobs, their runs and agents' timers: thin views over services.cron and services.notifications."""
 
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
@@ -15,8 +16,10 @@ from plugins_app.api.scheduling import serializers as s
 from plugins_app.api.schema import page_of as _page_of
 from plugins_app.services.scheduling import cron, notifications
 
+S = TypeVar("S", bound=BaseSerializer)
 
-def _validated(serializer_class, data, *, partial=False):
+
+def _validated(serializer_class: type[S], data: Any, *, partial: bool = False) -> S:
     serializer = serializer_class(data=data, partial=partial)
     serializer.is_valid(raise_exception=True)
     return serializer
@@ -31,11 +34,11 @@ def _paginated(view: AccountView, qs: QuerySet[Any], serializer_class: type[Base
 class CronJobListView(AccountView):
     @extend_schema(responses=_page_of(s.CronJobSerializer, "CronJobPage"), operation_id="cron_jobs_list",
                    summary="The account's cron jobs")
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return _paginated(self, self.account.cron_jobs.order_by("name", "id"), s.CronJobSerializer)
 
     @body(s.CronJobWriteSerializer, responses={201: s.CronJobSerializer})
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         body = _validated(s.CronJobWriteSerializer, request.data)
         job = cron.create_job(self.account, **body.service_fields())
         return Response(s.CronJobSerializer(job).data, status=status.HTTP_201_CREATED)
@@ -43,17 +46,17 @@ class CronJobListView(AccountView):
 
 @extend_schema(responses=s.CronJobSerializer)
 class CronJobDetailView(AccountView):
-    def get(self, request, job_id):
+    def get(self, request: Request, job_id: str) -> Response:
         return Response(s.CronJobSerializer(cron.get_job(self.account, job_id)).data)
 
     @body(s.CronJobWriteSerializer, partial=True, summary="Change some fields; a schedule replaces the old one")
-    def patch(self, request, job_id):
+    def patch(self, request: Request, job_id: str) -> Response:
         body = _validated(s.CronJobWriteSerializer, request.data, partial=True)
         job = cron.update_job(self.account, job_id, **body.service_fields())
         return Response(s.CronJobSerializer(job).data)
 
     @extend_schema(responses={204: None})
-    def delete(self, request, job_id):
+    def delete(self, request: Request, job_id: str) -> Response:
         cron.delete_job(self.account, job_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -61,7 +64,7 @@ class CronJobDetailView(AccountView):
 class CronJobRunNowView(AccountView):
     @extend_schema(request=None, responses={201: s.CronRunSerializer},
                    summary="Fire one slot now: skipped, cancelled, or dispatching")
-    def post(self, request, job_id):
+    def post(self, request: Request, job_id: str) -> Response:
         run = cron.run_now(self.account, job_id)
         return Response(s.CronRunSerializer(run).data, status=status.HTTP_201_CREATED)
 
@@ -70,21 +73,21 @@ class CronJobRunListView(AccountView):
     @extend_schema(responses=_page_of(s.CronRunSerializer, "CronRunPage"), operation_id="cron_job_runs_list",
                    summary="A job's run history, newest first",
                    parameters=[OpenApiParameter("status", str, description="only runs with this status")])
-    def get(self, request, job_id):
+    def get(self, request: Request, job_id: str) -> Response:
         return _paginated(self, cron.runs(self.account, job_id, request.query_params.get("status")),
                           s.CronRunSerializer)
 
 
 class CronRunDetailView(AccountView):
     @extend_schema(responses=s.CronRunSerializer)
-    def get(self, request, run_id):
+    def get(self, request: Request, run_id: str) -> Response:
         return Response(s.CronRunSerializer(cron.get_run(self.account, run_id)).data)
 
 
 class CronRunCompleteView(AccountView):
     @body(s.CompleteRequestSerializer, responses=s.CronRunSerializer,
           summary="The platform closes a run; a second call answers 409")
-    def post(self, request, run_id):
+    def post(self, request: Request, run_id: str) -> Response:
         body = _validated(s.CompleteRequestSerializer, request.data).validated_data
         run = cron.complete_run(self.account, run_id, body["status"], body.get("sessionId"))
         return Response(s.CronRunSerializer(run).data)
@@ -94,13 +97,13 @@ class NotificationListView(AccountView):
     @extend_schema(responses=_page_of(s.NotificationSerializer, "NotificationPage"), operation_id="notifications_list",
                    summary="The account's timers, newest first",
                    parameters=[OpenApiParameter("sessionId", str), OpenApiParameter("status", str)])
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return _paginated(self, notifications.listing(self.account, request.query_params), s.NotificationSerializer)
 
     @body(s.NotificationRequestSerializer,
           responses={201: s.NotificationOutcomeSerializer, 200: s.NotificationOutcomeSerializer},
           summary="Set a timer: notifyScheduled may reword, clamp or cancel it")
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         body = _validated(s.NotificationRequestSerializer, request.data).validated_data
         note, result, effects = notifications.schedule(
             self.account, session_id=body["sessionId"], message=body["message"], delay_seconds=body["delaySeconds"])
@@ -115,5 +118,5 @@ class NotificationListView(AccountView):
 
 class NotificationDetailView(AccountView):
     @extend_schema(responses=s.NotificationSerializer)
-    def get(self, request, notification_id):
+    def get(self, request: Request, notification_id: str) -> Response:
         return Response(s.NotificationSerializer(notifications.get(self.account, notification_id)).data)

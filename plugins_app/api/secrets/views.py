@@ -1,13 +1,16 @@
 """GET /secrets, PUT and DELETE /secrets/{name}: the value goes in, and never comes out."""
 
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from plugins_app.api.base import AccountView, AuditListView
 from plugins_app.api.edge import body
 from plugins_app.api.secrets import serializers as ss
 from plugins_app.errors import InvalidInput
+from plugins_app.models import Secret
 from plugins_app.runtime.tables.permissions import SECRET_NAME
 from plugins_app.services.secrets import store
 
@@ -17,7 +20,7 @@ class SecretListView(AuditListView):
 
     serializer_class = ss.SecretSerializer
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Secret]:
         return store.list_secrets(self.account)
 
 
@@ -26,7 +29,7 @@ class SecretListView(AuditListView):
 class SecretDetailView(AccountView):
     @body(ss.SecretWriteSerializer, responses={200: ss.SecretSerializer, 201: ss.SecretSerializer},
           summary="Create a secret or change it (an omitted value or allowedHosts keeps the stored one)")
-    def put(self, request, name):
+    def put(self, request: Request, name: str) -> Response:
         data = request.data
         if not isinstance(data, dict):
             raise InvalidInput("body", "expected a JSON object {value, allowedHosts, description?}")
@@ -36,6 +39,6 @@ class SecretDetailView(AccountView):
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(request=None, responses={204: None})
-    def delete(self, request, name):
+    def delete(self, request: Request, name: str) -> Response:
         store.delete_secret(self.account, store.check_name(name))
         return Response(status=status.HTTP_204_NO_CONTENT)

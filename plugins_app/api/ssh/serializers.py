@@ -1,5 +1,7 @@
 """Request and response shapes of the SSH API; a private key is accepted, never returned."""
 
+from typing import Any
+
 from rest_framework import serializers
 
 from plugins_app.api.base import StrIdField
@@ -52,10 +54,10 @@ class SshHostSerializer(serializers.ModelSerializer):
 class IdField(serializers.CharField):
     """Ids are strings: 64-bit numbers do not survive JSON numbers."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(max_length=64, **kwargs)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             raise serializers.ValidationError("expected an id string")
         return super().to_internal_value(data)

@@ -4,6 +4,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers as drf_serializers
 from rest_framework import status
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from plugins_app.api.base import AccountView, AuditListView, validated
@@ -28,7 +29,7 @@ def _deployed(installation, version) -> dict:
 class VersionListView(AccountView):
     max_body_bytes = plugins.MAX_INSTALL_BODY_BYTES   # a draft carries a whole plugin's source, as an install does
     @extend_schema(responses=_VERSIONS, summary="An installation's versions, newest first")
-    def get(self, request, installation_id):
+    def get(self, request: Request, installation_id: str) -> Response:
         installation, rows = versions.list_versions(self.account, installation_id)
         for row in rows:
             row.installation = installation
@@ -36,7 +37,7 @@ class VersionListView(AccountView):
 
     @body(vs.DraftRequestSerializer, responses={201: vs.VersionSerializer},
           summary="Save a draft version; what runs does not change")
-    def post(self, request, installation_id):
+    def post(self, request: Request, installation_id: str) -> Response:
         data = validated(vs.DraftRequestSerializer, request.data)
         version = versions.create_draft(self.account, installation_id, source=data["source"],
                                         language=data.get("language"), note=data["note"],
@@ -47,7 +48,7 @@ class VersionListView(AccountView):
 class VersionDeployView(AccountView):
     @body(vs.DeployRequestSerializer, responses=_DEPLOYED,
           summary="Make a version the live code from the very next call")
-    def post(self, request, installation_id, number):
+    def post(self, request: Request, installation_id: str, number: str) -> Response:
         data = validated(vs.DeployRequestSerializer, request.data or {})
         return Response(_deployed(*versions.deploy(self.account, installation_id, number, grant=data.get("grant"))))
 
@@ -55,7 +56,7 @@ class VersionDeployView(AccountView):
 class RollbackView(AccountView):
     @body(vs.DeployRequestSerializer, responses=_DEPLOYED,
           summary="Redeploy the newest earlier version that was live before")
-    def post(self, request, installation_id):
+    def post(self, request: Request, installation_id: str) -> Response:
         data = validated(vs.DeployRequestSerializer, request.data or {})
         return Response(_deployed(*versions.rollback(self.account, installation_id, grant=data.get("grant"))))
 
@@ -76,7 +77,7 @@ class ChangeListView(AuditListView):
 class ReplayView(AccountView):
     @body(vs.ReplayRequestSerializer, responses=OpenApiTypes.OBJECT,
           summary="Run a cancel-log entry's context against the current chain (or a draft), without side effects")
-    def post(self, request, entry_id):
+    def post(self, request: Request, entry_id: str) -> Response:
         data = validated(vs.ReplayRequestSerializer, request.data or {})
         outcome = replay.replay_cancellation(self.account, entry_id, installation_id=data.get("installationId"),
                                              version=data.get("version"), live_reads=data["liveReads"])
@@ -86,12 +87,12 @@ class ReplayView(AccountView):
 class ShadowView(AccountView):
     @extend_schema(responses=OpenApiTypes.OBJECT,
                    summary="What a shadowed installation or draft would have done: counts and recent examples")
-    def get(self, request, installation_id):
+    def get(self, request: Request, installation_id: str) -> Response:
         return Response(shadow.report(self.account, installation_id))
 
 
 class PromoteView(AccountView):
     @extend_schema(request=None, responses=s.InstallationSerializer,
                    summary="Shadow to live: the installation rejoins its chains, or its shadowed draft is deployed")
-    def post(self, request, installation_id):
+    def post(self, request: Request, installation_id: str) -> Response:
         return Response(s.InstallationSerializer(shadow.promote(self.account, installation_id)).data)
