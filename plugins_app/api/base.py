@@ -1,6 +1,7 @@
 """What every endpoint package of the API builds on (as Sentry's `api/bases/`): the account-scoped view,
 the paginated audit-style list, the page size rules, the body reader and the id field. Endpoint
-packages import these from here, never from each other."""
+packages import these from here, never from each other's views (a package may use another's
+serializers: the chain answer is execution's, an installation's shape is plugins')."""
 
 from collections.abc import Callable
 from typing import Any, cast
