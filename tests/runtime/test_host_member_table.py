@@ -4,6 +4,7 @@ plan, the permissions and the SDK declarations generated from it."""
 import asyncio
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -155,9 +156,15 @@ globalThis.middleware.sshCommandSending = async (c) => {
         [name, wrapped[next(m.result for m in BRIDGED if m.name == name)]] for name, _ in expected]
 
 
-def test_an_isolate_refuses_a_table_whose_kinds_the_harness_cannot_read(monkeypatch):
-    bogus = [{"name": "fetch", "answered": "bridge", "offered": "always", "args": ["bogusKind"], "result": "plain"}]
-    monkeypatch.setattr(isolate_module, "harness_members_json", lambda: json.dumps(bogus))
+@pytest.mark.parametrize("change, refusal", [
+    ({"args": ["bogusKind"]}, "host.fetch: no reader for argument kind bogusKind"),
+    ({"result": "stream"}, "host.fetch: no wrapper for result kind stream"),
+    ({"answered": "telepathy"}, "host.fetch: no way to answer telepathy"),
+], ids=["argument", "result", "answered"])
+def test_an_isolate_refuses_a_table_the_harness_cannot_build(monkeypatch, change, refusal):
+    table = json.loads(isolate_module.harness_members_json())
+    table[[m["name"] for m in table].index("fetch")].update(change)
+    monkeypatch.setattr(isolate_module, "harness_members_json", lambda: json.dumps(table))
 
     async def no_host(request: str) -> str:
         return "{}"
@@ -169,7 +176,7 @@ def test_an_isolate_refuses_a_table_whose_kinds_the_harness_cannot_read(monkeypa
         finally:
             await iso.close()
 
-    with pytest.raises(Exception, match="host.fetch: no reader for argument kind bogusKind"):
+    with pytest.raises(Exception, match=refusal):
         asyncio.run(start())
 
 
@@ -218,3 +225,12 @@ def test_the_sdk_nests_the_groups_and_marks_the_offered_ones_optional():
         if offer != "always":
             hooks = next(m for m in HOST_MEMBERS if m.top == top).hooks()
             assert f"{', '.join(hooks)}. */\n  readonly {top}?:" in interfaces["Host"]
+
+
+def test_the_host_surface_page_lists_every_member():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "host-surface.md").read_text()
+    rows = page.split("| Member | Permission |", 1)[1].split("\n\n", 1)[0]
+    for m in HOST_MEMBERS:
+        parent, _, leaf = m.name.rpartition(".")
+        # host.session.id / .agentId / .kind share a row: a member is named whole or as .leaf after its parent
+        assert f"`host.{m.name}" in rows or (f"`host.{parent}." in rows and f"`.{leaf}`" in rows), m.name

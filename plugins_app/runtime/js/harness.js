@@ -99,8 +99,10 @@
       text: async () => r.body, json: async () => JSON.parse(r.body),
     }),
   });
+  const ANSWERED_HERE = freeze(["bridge", "log", "config", "plan"]);   // members.py's ANSWERED_BY
   function readHostMembers(membersJson) {
     return freeze(JSON.parse(membersJson).map((m) => {
+      if (!ANSWERED_HERE.includes(m.answered)) throw new Error(`host.${m.name}: no way to answer ${m.answered}`);
       for (const kind of m.args) {
         if (kind !== REST_JSON && !Object.hasOwn(ARG_READERS, kind)) throw new Error(`host.${m.name}: no reader for argument kind ${kind}`);
       }
@@ -157,8 +159,7 @@
       if (m.answered === "bridge") parent[leaf] = stub(m);
       else if (m.answered === "log") parent[leaf] = { [leaf]: (level, message) => log(level, message) }[leaf];
       else if (m.answered === "config") parent[leaf] = entry.config;
-      else if (m.answered === "plan") parent[leaf] = hostPlan[m.offered][leaf];
-      else throw new Error(`host.${m.name}: answered by ${m.answered}, which the harness does not know`);
+      else parent[leaf] = hostPlan[m.offered][leaf];   // "plan": host.session.id is hostPlan.session.id
     }
     return harden(host);
   }
