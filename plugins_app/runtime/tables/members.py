@@ -161,6 +161,9 @@ def _by_top() -> tuple[dict[str, str | None], dict[str, str]]:
             raise ValueError(f"host.{m.top}.* members must share one offer")
     if len(MEMBERS_BY_NAME) != len(HOST_MEMBERS):
         raise ValueError("a host member is declared twice")
+    for m in HOST_MEMBERS:   # host.agents is an object of members or a member, not both
+        if any(other.name.startswith(m.name + ".") for other in HOST_MEMBERS):
+            raise ValueError(f"host.{m.name} is both a member and a group of members")
     return permissions, offers
 
 
