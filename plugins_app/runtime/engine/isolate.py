@@ -20,6 +20,7 @@ from plugins_app.runtime.engine import jsassets
 from plugins_app.runtime.engine.v8_queue import EvalQueue
 from plugins_app.runtime.protocol import HandlerRef, JsonObject, Limits
 from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.tables.members import harness_members_json
 
 _HEADER = struct.Struct("<4id")   # the harness's progress header: seq, index, checkpoint length/index, started
 CLOSE_TIMEOUT_SECONDS = 5.0
@@ -93,7 +94,8 @@ class Isolate:
         glob["__py"] = py
         await self.eval(jsassets.harness_source(), 10)
         seed = json.dumps(os.urandom(32).hex())   # the isolate's entropy: V8 inside SES has none
-        await self.eval(f"__hub.init({json.dumps(hook_table_json())}, {json.dumps(self.limits.as_json())}, {seed}); 1", 5)
+        await self.eval(f"__hub.init({json.dumps(hook_table_json())}, {json.dumps(self.limits.as_json())}, {seed},"
+                        f" {json.dumps(harness_members_json())}); 1", 5)
         self._progress = cast(memoryview, await self.eval("__hub.progressBuffer", 5))
         # Chains start and are read by calls, not by evaluating source: a chain's request would
         # make every start a new script to compile.

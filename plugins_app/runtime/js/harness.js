@@ -78,8 +78,51 @@
     };
   }
 
-  // One host object per invocation. Every member but log/config/session data is a call
-  // into Python, which checks permissions; stale invocations are refused there too.
+  // The host members, from runtime/tables/members.py's one table (handed over by __hub.init): for
+  // each, its dotted path, who answers it, the group the host plan may leave out, how its stub reads
+  // its arguments and what it makes of the answer.
+  let hostMembers = [];
+  const cloneJson = (v) => JSON.parse(JSON.stringify(v));
+  // How a bridged member's stub reads each argument (members.py's ARG_KINDS), before it crosses to Python.
+  const ARG_READERS = freeze({
+    string: (v) => safeString(v),
+    optionalString: (v) => (v === undefined ? "" : safeString(v)),
+    optionalJson: (v) => (v === undefined ? null : cloneJson(v)),
+    jsonList: (v) => cloneJson(v ?? []),
+  });
+  const REST_JSON = "...json";   // every argument from there on, as a JSON copy of the list
+  // What a stub makes of the bridge's answer (members.py's RESULT_KINDS).
+  const RESULT_WRAPPERS = freeze({
+    plain: null,
+    response: (r) => harden({
+      status: r.status, ok: r.status >= 200 && r.status < 300, headers: r.headers,
+      text: async () => r.body, json: async () => JSON.parse(r.body),
+    }),
+  });
+  const ANSWERED_HERE = freeze(["bridge", "log", "config", "plan"]);   // members.py's ANSWERED_BY
+  function readHostMembers(membersJson) {
+    return freeze(JSON.parse(membersJson).map((m) => {
+      if (!ANSWERED_HERE.includes(m.answered)) throw new Error(`host.${m.name}: no way to answer ${m.answered}`);
+      for (const kind of m.args) {
+        if (kind !== REST_JSON && !Object.hasOwn(ARG_READERS, kind)) throw new Error(`host.${m.name}: no reader for argument kind ${kind}`);
+      }
+      if (!Object.hasOwn(RESULT_WRAPPERS, m.result)) throw new Error(`host.${m.name}: no wrapper for result kind ${m.result}`);
+      return freeze({ ...m, path: freeze(m.name.split(".")), args: freeze(m.args) });
+    }));
+  }
+  const readArgs = (kinds, given) => {
+    const args = [];
+    for (let i = 0; i < kinds.length; i++) {
+      if (kinds[i] === REST_JSON) return args.concat(cloneJson(given.slice(i)));
+      args.push(ARG_READERS[kinds[i]](given[i]));
+    }
+    return args;
+  };
+
+  // One host object per invocation, built from the member table: a bridged member is a call into
+  // Python, which checks permissions (stale invocations are refused there too); log, config and
+  // the host plan's data (host.session.id) are answered here. Nested objects (host.session.peer)
+  // come from the dotted names; a group the host plan leaves out (session, workspace, ssh) is absent.
   function makeHost(entry, inv, hostPlan, record) {
     const call = (member, args) => {
       if (inv.over) return Promise.reject(new Error(`host.${member}: this handler's invocation is over`));
@@ -95,38 +138,28 @@
         });
     };
     const log = makeLogger(record);
-    const host = {
-      log: (level, message) => log(level, message),
-      config: entry.config,
-      fetch: (url, init) => call("fetch", [safeString(url), init === undefined ? null : JSON.parse(JSON.stringify(init))])
-        .then((r) => harden({
-          status: r.status, ok: r.status >= 200 && r.status < 300, headers: r.headers,
-          text: async () => r.body, json: async () => JSON.parse(r.body),
-        })),
-      llm: (...args) => call("llm", JSON.parse(JSON.stringify(args))),
-      decide: (question, options) => call("decide", [safeString(question), JSON.parse(JSON.stringify(options ?? []))]),
-      agents: { list: () => call("agents.list", []) },
+    const stub = (m) => {
+      const leaf = m.path[m.path.length - 1];
+      const wrap = RESULT_WRAPPERS[m.result];
+      // A computed key names the function after its member (host.fetch.name is "fetch").
+      return { [leaf]: (...given) => {
+        const answer = call(m.name, readArgs(m.args, given));
+        return wrap === null ? answer : answer.then(wrap);
+      } }[leaf];
     };
-    if (hostPlan.session) {
-      const s = hostPlan.session;
-      host.session = {
-        id: s.id, agentId: s.agentId, kind: s.kind,
-        peer: { send: (target, text) => call("session.peer.send", [safeString(target), safeString(text)]) },
-        conversation: { read: () => call("session.conversation.read", []) },
-      };
-    }
-    if (hostPlan.workspace) {
-      host.workspace = {
-        read: (path) => call("workspace.read", [safeString(path)]),
-        write: (path, content) => call("workspace.write", [safeString(path), safeString(content)]),
-        list: (prefix) => call("workspace.list", [prefix === undefined ? "" : safeString(prefix)]),
-        delete: (path) => call("workspace.delete", [safeString(path)]),
-      };
-    }
-    if (hostPlan.ssh) {
-      host.ssh = {
-        command: (command, options) => call("ssh.command", [safeString(command), options === undefined ? null : JSON.parse(JSON.stringify(options))]),
-      };
+    const host = {};
+    for (const m of hostMembers) {
+      if (m.offered !== "always" && !hostPlan[m.offered]) continue;
+      let parent = host;
+      for (let i = 0; i < m.path.length - 1; i++) {
+        if (!Object.hasOwn(parent, m.path[i])) parent[m.path[i]] = {};
+        parent = parent[m.path[i]];
+      }
+      const leaf = m.path[m.path.length - 1];
+      if (m.answered === "bridge") parent[leaf] = stub(m);
+      else if (m.answered === "log") parent[leaf] = { [leaf]: (level, message) => log(level, message) }[leaf];
+      else if (m.answered === "config") parent[leaf] = entry.config;
+      else parent[leaf] = hostPlan[m.offered][leaf];   // "plan": host.session.id is hostPlan.session.id
     }
     return harden(host);
   }
@@ -519,10 +552,11 @@
   }
 
   globalThis.__hub = harden({
-    init(tableJson, limitsJson, seedHex) {
+    init(tableJson, limitsJson, seedHex, membersJson) {
       table = JSON.parse(tableJson);
       limits = JSON.parse(limitsJson);
       reseed(seedHex);
+      hostMembers = readHostMembers(membersJson);
     },
     // Loads (or reloads) one installation's compiled code; returns the hooks it defines.
     // The installation comes as the receiver, JSON [account, id, hash, code, config]: no script to compile.

@@ -87,6 +87,9 @@ def register_members(functions: list[Member]) -> None:
     live_reads: dict[str, Callable[[list], bool]] = {}
     for fn in functions:
         name, writing, stand_in, live_read = getattr(fn, _MARK)
+        if name not in BRIDGED_MEMBERS:
+            raise ValueError(f"host.{name} is answered by {fn.__qualname__}, but runtime/tables/members.py "
+                             "declares no such bridged member")
         if name in found and found[name] is not fn:
             raise ValueError(f"host.{name} is answered by two functions")
         found[name] = fn
