@@ -145,6 +145,10 @@ class Flights:
         self._post("run", body, seq, early)
         return flight
 
+    def idle(self) -> bool:
+        """Whether the isolate's thread has nothing of ours to run (every chain in flight is parked)."""
+        return not self.expect
+
     def busy(self) -> bool:
         """Whether one turn has held the isolate's thread past BUSY_SECONDS."""
         return bool(self.expect) and time.monotonic() - self.turn_started > BUSY_SECONDS
@@ -182,6 +186,7 @@ class Flights:
             if self.held_account is not None:
                 self.held_account = None
                 self.engine.held_by(None)
+            self.engine.turn_ended()
             if self.iso.memory_exceeded() or self.engine.memory.over_bound():
                 self._lost(CrashKind.MEMORY.value, seq)
                 return
@@ -434,6 +439,7 @@ class FlightsOwner(Protocol):
 
     def host_call(self, flight: Flight, item: JsonObject, wait: HostWait) -> None: ...
     def held_by(self, account: str | None) -> None: ...
+    def turn_ended(self) -> None: ...
     def lower(self, iso: Isolate) -> None: ...
     def held_long(self, iso: Isolate) -> None: ...
     def restore(self, iso: Isolate) -> bool: ...

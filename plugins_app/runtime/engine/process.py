@@ -205,12 +205,27 @@ class Engine:
         if not message.get("wait") and self._held_elsewhere(job):
             job.client.send(protocol.result(message.get("id"), busy=True, lane=True, elsewhere=True))
             return
-        if not self.jobs and self.active < self.max_flights and not self.relieving and not self.memory.due():
+        if not self.jobs and self._room():
             self._serve(job)   # at once: no frame on the fast path, its caller counts it as started
             return
         self.jobs.append(job)
         _say(job, Op.QUEUED)
         self.jobs_ready.set()
+
+    def _room(self) -> bool:
+        """Whether a chain may start now: a place among the chains in flight, and no turn holding the
+        isolate's thread (a chain posted behind one would count as started, and an engine that died
+        meanwhile would fail it open rather than have it sent again)."""
+        flights = self.flights
+        in_flight = len(flights.flights) if flights is not None else 0
+        return (self.active < self.max_flights and not self.relieving and not self.memory.due()
+                and self.active == in_flight   # none started but not yet posted (loading its code, say)
+                and (flights is None or flights.idle()))
+
+    def turn_ended(self) -> None:
+        """A turn of the isolate's thread ended: requests waiting in line may start."""
+        if self.jobs:
+            self.jobs_ready.set()
 
     def _serve(self, job: Job) -> None:
         job.started = time.monotonic()
@@ -300,8 +315,9 @@ class Engine:
             if self.memory.due() and not self.relieving:
                 await self.relieve_memory()
                 continue
-            if not self.jobs or self.active >= self.max_flights:
+            if not self.jobs or not self._room():
                 self.jobs_ready.clear()
+                # A turn of the thread ends with an answer (turn_ended); the rest wake this too.
                 await self.jobs_ready.wait()
                 continue
             job = self.jobs.popleft()
