@@ -107,6 +107,7 @@ class Flights:
         self.cpu_mark = iso.cpu_seconds()        # the thread's CPU when the last answer arrived
         self.terminating: tuple[int, int, float] | None = None   # (seq, index, when) of a stopped turn
         self.held_account: str | None = None     # shown on the board while a turn holds the thread
+        self.demoted: Flight | None = None       # the chain whose turn lowered the thread's priority
         self.closed = False
         self._work = asyncio.Event()
         self._reader = asyncio.get_running_loop().create_task(self._read())
@@ -186,6 +187,8 @@ class Flights:
             if self.held_account is not None:
                 self.held_account = None
                 self.engine.held_by(None)
+            if self.demoted is not None:   # the turn that was lowered is over: its thread gets its priority back
+                self._restore(self.demoted)
             self.engine.turn_ended()
             if self.iso.memory_exceeded() or self.engine.memory.over_bound():
                 self._lost(CrashKind.MEMORY.value, seq)
@@ -346,6 +349,7 @@ class Flights:
             return
         if not flight.lowered and held > BURN_SECONDS and turn_cpu > BURN_CPU_SECONDS:
             flight.lowered = True
+            self.demoted = flight
             self.engine.lower(self.iso)
         if not flight.slow_noticed and held > SLOW_NOTICE_SECONDS:
             flight.slow_noticed = True
@@ -353,6 +357,7 @@ class Flights:
                                     "heldMs": round(held * 1000)})
         if flight.holder is None and held > HOLD_SECONDS:
             flight.holder = flight.handler_ids[index]
+            self.demoted = flight
             self.engine.held_long(self.iso)
 
     def _stop(self, flight: Flight, index: int, cpu: bool = False) -> None:
@@ -375,6 +380,8 @@ class Flights:
         if (flight.holder is not None or flight.lowered) and not self.engine.restore(self.iso):
             log.warning("engine: an isolate thread could not get its priority back")
         flight.holder, flight.lowered = None, False
+        if self.demoted is flight:
+            self.demoted = None
 
     # -- losing the isolate ----------------------------------------------------------------------
     def _lost(self, kind: str, seq: int, stopped: bool = False) -> None:
