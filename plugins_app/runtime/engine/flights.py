@@ -81,6 +81,8 @@ class Flight:
     lowered: bool = False
     deadline: asyncio.TimerHandle | None = None
     timers: set[asyncio.TimerHandle] = field(default_factory=set)
+    posted: bool = False          # an entry of this chain is on the isolate's thread's line
+    pending: deque[tuple[str, str]] = field(default_factory=deque)   # entries waiting for it: (name, receiver)
 
 
 @dataclass
@@ -114,9 +116,20 @@ class Flights:
 
     # -- posting -----------------------------------------------------------------------------------
     def _post(self, entry: str, this: str, seq: int, early: Early | None = None) -> None:
-        """An entry into chain `seq`, then its poll. The thread runs them in posting order."""
+        """An entry into chain `seq`, then its poll. A chain has one entry on the isolate's thread at a
+        time; the others wait here, so each turn's CPU is known (and a chain over its budget stopped)
+        before its next turn is posted, and one chain's thousand timers can't fill the thread's line."""
         if self.closed:
             return
+        flight = self.flights.get(seq)
+        if flight is not None:
+            if flight.posted:
+                flight.pending.append((entry, this))
+                return
+            flight.posted = True
+        self._send(entry, this, seq, early)
+
+    def _send(self, entry: str, this: str, seq: int, early: Early | None = None) -> None:
         if not self.expect:
             self.turn_started = time.monotonic()
         fn = self.iso.run_chain_fn if entry == "run" else self.iso.entries[entry]
@@ -217,11 +230,24 @@ class Flights:
         flight = self.flights.get(seq)
         if flight is None:
             return   # a poll for a chain already answered: what its code asked for is never served
+        flight.posted = False
+        try:
+            self._take(flight, value, early, used)
+        finally:
+            if flight.seq in self.flights and not flight.posted:
+                if flight.pending:
+                    entry, this = flight.pending.popleft()
+                    flight.posted = True
+                    self._send(entry, this, flight.seq)
+                elif not isinstance(value, str) and not early:
+                    flight.posted = True   # the poll was stopped (a termination meant for the turn before): ask again
+                    self._send_poll(flight.seq)
+
+    def _take(self, flight: Flight, value: object, early: bool, used: float) -> None:
         if early:
             self._finish(flight, None, True)
             return
         if not isinstance(value, str):
-            self._post_poll(seq)   # the poll was stopped: ask again
             return
         status: JsonObject = wire.loads(value)
         if status.get("done") or "missing" in status or status.get("idle"):
@@ -240,7 +266,7 @@ class Flights:
         else:
             self._arm(flight)
 
-    def _post_poll(self, seq: int) -> None:
+    def _send_poll(self, seq: int) -> None:
         assert self.iso.poll_fn is not None
         if not self.expect:
             self.turn_started = time.monotonic()
@@ -317,6 +343,8 @@ class Flights:
         if flight.expired_index == flight.index:
             return
         flight.expired_index = flight.index
+        # Its timers go with its invocation: no need to post them one by one for the harness to drop.
+        flight.pending = deque(p for p in flight.pending if p[0] != "fire")
         self._post("expire", wire.dumps([flight.seq, flight.index, flight.cpu_ms if cpu else 0]).decode(),
                    flight.seq)
 
@@ -374,7 +402,8 @@ class Flights:
                               "hostCalls": 0, "crash": CrashKind.WEDGED.value}
         flight.expired_index = flight.index
         self._restore(flight)
-        self._post("abandon", wire.dumps([flight.seq, flight.index, record]).decode(), flight.seq)
+        flight.pending = deque(p for p in flight.pending if p[0] != "fire")
+        flight.pending.appendleft(("abandon", wire.dumps([flight.seq, flight.index, record]).decode()))
 
     def _restore(self, flight: Flight) -> None:
         if (flight.holder is not None or flight.lowered) and not self.engine.restore(self.iso):
