@@ -164,8 +164,11 @@ class Flights:
         return not self.expect
 
     def busy(self) -> bool:
-        """Whether one turn has held the isolate's thread past BUSY_SECONDS."""
-        return bool(self.expect) and time.monotonic() - self.turn_started > BUSY_SECONDS
+        """Whether one turn has held the isolate's thread past BUSY_SECONDS. A turn whose answer the
+        isolate's thread has sent already does not: its caller may be back with its next call before
+        this loop has read it, and sending that call elsewhere would cost it its warm compartments."""
+        return (bool(self.expect) and time.monotonic() - self.turn_started > BUSY_SECONDS
+                and not self.queue.answered_early())
 
     def holding(self) -> Flight | None:
         return next((f for f in self.flights.values() if f.holder is not None), None)
