@@ -9,7 +9,7 @@ import os
 import socket
 import sys
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +19,7 @@ from plugins_app.runtime import protocol, wire
 from plugins_app.runtime.config import DEFAULT_ENGINE_MEMORY_MB, DEFAULT_MAX_FLIGHTS, EngineConfig
 from plugins_app.runtime.engine.bench import bench
 from plugins_app.runtime.engine.board import Board
+from plugins_app.runtime.engine.code_cache import CodeCache
 from plugins_app.runtime.engine.compiler import Compiler
 from plugins_app.runtime.engine.flights import BUSY_SECONDS, Flight, Flights, HostWait
 from plugins_app.runtime.engine.isolate import (
@@ -34,7 +35,6 @@ from plugins_app.runtime.launch import EngineArgs
 from plugins_app.runtime.protocol import CrashKind, Job, JsonObject, Op, RunResult
 
 MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewhere
-CODE_CACHE_BYTES = 128 * 1024 * 1024
 
 
 class Client:
@@ -76,8 +76,7 @@ class Engine:
         self.jobs_ready = asyncio.Event()
         self.active = 0   # requests being served (loading or in flight)
         self.serving: set[asyncio.Task[None]] = set()
-        self.code: OrderedDict[str, JsonObject] = OrderedDict()   # "account/id" -> {"hash", "code", "config"}
-        self.code_bytes = 0
+        self.code = CodeCache()
         self.host_waiters: dict[int, tuple[Flights, HostWait]] = {}   # host calls awaiting their HOST_REPLY
         self.next_call = 0
         self.run_seq = 0
@@ -172,8 +171,7 @@ class Engine:
         keys = [f"{account}/{inst_id}" for inst_id in ids]
         for key in keys:
             self.memory.forget(key)
-            if (item := self.code.pop(key, None)) is not None:
-                self.code_bytes -= len(item["code"])
+            self.code.forget(key)
         iso = self.isolate
         held = [key.split("/", 1)[1] for key in keys if iso is not None and key in iso.loaded]
         if iso is not None and held:
@@ -467,16 +465,7 @@ class Engine:
 
     # -- code ------------------------------------------------------------------------------------
     def remember(self, account: str, code: dict[str, JsonObject]) -> None:
-        for inst_id, item in code.items():
-            key = f"{account}/{inst_id}"
-            old = self.code.pop(key, None)
-            if old is not None:
-                self.code_bytes -= len(old["code"])
-            self.code[key] = item
-            self.code_bytes += len(item["code"])
-        while self.code_bytes > CODE_CACHE_BYTES and len(self.code) > 1:
-            _, dropped = self.code.popitem(last=False)
-            self.code_bytes -= len(dropped["code"])
+        self.code.remember(account, code)
 
     async def load_missing(self, iso: Isolate, account: str, missing: list[str],
                            hashes: dict[str, str]) -> list[str]:
@@ -484,12 +473,11 @@ class Engine:
         absent = []
         self.misses["compartmentMisses"] += len(missing)
         for inst_id in missing:
-            item = self.code.get(f"{account}/{inst_id}")
-            if item is None or item["hash"] != hashes.get(inst_id):
+            item = self.code.get(f"{account}/{inst_id}", hashes.get(inst_id))
+            if item is None:
                 absent.append(inst_id)
                 self.misses["codeCacheMisses"] += 1
                 continue
-            self.code.move_to_end(f"{account}/{inst_id}")
             assert iso.load_fn is not None, "a started isolate has its harness"
             loaded = self.flights_for(iso).evaluate(iso.load_fn, wire.dumps(
                 [account, inst_id, item["hash"], item["code"], item.get("config") or {}]).decode())
