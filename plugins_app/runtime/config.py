@@ -20,6 +20,9 @@ DEFAULT_CPU_MS = 1000
 # What one engine process may hold, its isolates' heaps and the memory they hold outside them
 # (ArrayBuffers) together: a 2-core machine's four engines at this fit 24 GiB with room for the rest.
 DEFAULT_ENGINE_MEMORY_MB = 2048
+# Chains one engine keeps in progress at once, most of them parked at an await (a host call, a
+# timer): past it, requests wait in line. Each parked chain costs the engine a few KiB.
+DEFAULT_MAX_FLIGHTS = 256
 
 
 def shared_engines_for(cores: int) -> int:
@@ -50,6 +53,9 @@ class EngineConfig:
     # HUB_ENGINE_MEMORY_MB: resident memory of one engine process; near it, the engine finds the
     # installations whose module state holds the memory and drops them (see engine/memory.py).
     engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB
+    # HUB_ENGINE_MAX_FLIGHTS: chains one engine keeps in progress at once (parked at an await or
+    # running); past it, requests wait in line.
+    max_flights: int = DEFAULT_MAX_FLIGHTS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, default_processes: int = DEFAULT_PROCESSES) -> EngineConfig:
@@ -61,4 +67,5 @@ class EngineConfig:
                    isolate_memory_mb=env.integer("HUB_ISOLATE_MEMORY_MB", DEFAULT_ISOLATE_MEMORY_MB, minimum=1),
                    budget_ms=env.integer("HUB_BUDGET_MS", DEFAULT_BUDGET_MS, minimum=1),
                    cpu_ms=env.integer("HUB_CPU_MS", DEFAULT_CPU_MS, minimum=1),
-                   engine_memory_mb=env.integer("HUB_ENGINE_MEMORY_MB", DEFAULT_ENGINE_MEMORY_MB, minimum=256))
+                   engine_memory_mb=env.integer("HUB_ENGINE_MEMORY_MB", DEFAULT_ENGINE_MEMORY_MB, minimum=256),
+                   max_flights=env.integer("HUB_ENGINE_MAX_FLIGHTS", DEFAULT_MAX_FLIGHTS, minimum=1))

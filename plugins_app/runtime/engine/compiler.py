@@ -110,7 +110,7 @@ class Compiler:
     async def _probe(self, transpiled: JsonObject) -> JsonObject:
         code = transpiled["code"]
         if self.probe is None:
-            self.probe = await Isolate(self.memory_mb, self.limits, _no_host).start()
+            self.probe = await Isolate(self.memory_mb, self.limits).start()
         probe_id = "probe-" + hashlib.sha256(code.encode()).hexdigest()[:16]
         try:
             installation = json.dumps(["probe", probe_id, "probe", code, {}])
@@ -138,9 +138,6 @@ class Compiler:
         if probe is not None:
             await probe.close()   # closing stops runaway work too
 
-
-async def _no_host(raw: str) -> str:
-    return json.dumps({"ok": False, "value": None, "error": "host members are not available at load time"})
 
 
 def with_source_map(transpiled: JsonObject) -> str:
