@@ -165,11 +165,8 @@ def test_an_isolate_refuses_a_table_the_harness_cannot_build(monkeypatch, change
     table[[m["name"] for m in table].index("fetch")].update(change)
     monkeypatch.setattr(isolate_module, "harness_members_json", lambda: json.dumps(table))
 
-    async def no_host(request: str) -> str:
-        return "{}"
-
     async def start():
-        iso = Isolate(256, Limits(), no_host)
+        iso = Isolate(256, Limits())
         try:
             await iso.start()
         finally:
