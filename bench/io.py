@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from io_report import TARGETS, Call, Figures, ideal_rate, quiet_alone_row, row, summarize, table  # noqa: E402
+from io_report import TARGETS, Call, Figures, ideal_rate, pooled, quiet_alone_row, row, summarize, table  # noqa: E402
 from load import _cmdline as cmdline  # noqa: E402
 from load import _memoize_compile, _stop_engines, free_port, manage, process_tree, stop_server, wait_ready  # noqa: E402
 from load import _rss_kib as rss_kib  # noqa: E402
@@ -204,7 +204,7 @@ class Connection:
 
     async def _chunked(self) -> bytes:
         assert self.reader is not None
-        parts = []
+        parts: list[bytes] = []
         while True:
             size = int((await self.reader.readline()).split(b";")[0].strip(), 16)
             if size == 0:
@@ -218,7 +218,18 @@ OUTCOME = re.compile(rb'"outcome"\s*:\s*"([a-z_]+)"')
 HANDLER_STATUS = re.compile(r'desc="[^"]*? ([a-z_]+)"')
 
 
+SAMPLES: dict[str, str] = {}   # the first answer of each kind counted as an error, to print
+
+
 def classify(role: str, status: int, headers: dict, body: bytes) -> str:
+    verdict = _classify(role, status, headers, body)
+    if verdict != "ok" and verdict not in SAMPLES:
+        timing = headers.get("server-timing", "")
+        SAMPLES[verdict] = (body[:300].decode(errors="replace") + (f" [Server-Timing: {timing[:200]}]" if timing else ""))
+    return verdict
+
+
+def _classify(role: str, status: int, headers: dict, body: bytes) -> str:
     """"ok", or what was wrong: the HTTP status, a handler that did not run as it should (its status in
     Server-Timing: the hub fails open, so a refused fetch still answers 200), or another outcome."""
     if status != 200:
@@ -280,7 +291,7 @@ async def _client(spec: dict) -> dict:
     for _, c in conns:
         c.close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"calls": out, "cpu": usage.ru_utime + usage.ru_stime, "refused": refused}
+    return {"calls": out, "cpu": usage.ru_utime + usage.ru_stime, "refused": refused, "samples": SAMPLES}
 
 
 def client_main() -> None:
@@ -488,16 +499,21 @@ class Bench:
         cpu = sum(r["cpu"] for r in results)
         self.client_cpu.append(f"{name}: {cpu:.1f} s CPU over {seconds:g} s ({cpu / seconds:.0%} of a core)")
         load = quiet_fig = None
-        calls = to_calls(results, "io")
+        calls, quiet_calls = to_calls(results, "io"), to_calls(results, "quiet")
         if io is not None:
             load = summarize(name, calls, len(io[0]) * io[1], delay_s, seconds)
             load.rss_peak_kib, load.rss_parts = memory.peak, memory.parts
         if quiet and self.quiet_names:
-            quiet_fig = summarize("quiet alone" if io is None else f"quiet beside {name}", to_calls(results, "quiet"),
+            quiet_fig = summarize("quiet alone" if io is None else f"quiet beside {name}", quiet_calls,
                                   len(self.quiet_names), 0.0, seconds)
             quiet_fig.rss_peak_kib, quiet_fig.rss_parts = memory.peak, memory.parts
         print_phase(load, quiet_fig, stats, cpu / seconds)
-        return load, quiet_fig, calls
+        if refused := sum(r["refused"] for r in results):
+            print(f"    {refused} connection(s) could not be opened before the start (opened again at their first call)")
+        for status, body in sorted({k: v for r in results for k, v in r["samples"].items()}.items()):
+            print(f"    an answer counted as {status}: {body}", flush=True)
+        self.restart_if_backlogged(calls + quiet_calls)
+        return load, quiet_fig, calls if io is not None else quiet_calls
 
     def restart_if_backlogged(self, calls: list[Call]) -> None:
         """A call given up on may still be queued in the hub: the next phase must not inherit it."""
@@ -631,27 +647,40 @@ def measure(args, bench: Bench, scenarios: dict[str, Scenario]) -> list[tuple[st
     cpu_names = bench.io_names(args.cpu_callers)
     bench.warm(cpu_names)
     print(f"reference: the I/O chain with no delay, {args.cpu_callers} accounts x 1 caller", flush=True)
-    cpu, _, calls = bench.phase("CPU-bound reference", (cpu_names, 1), False, 0.0, ref_seconds)
+    cpu, _, _ = bench.phase("CPU-bound reference", (cpu_names, 1), False, 0.0, ref_seconds)
     assert cpu is not None
-    bench.restart_if_backlogged(calls)
-    rows = [row(cpu, cpu.rate, None, None, None)]
-    quiet_alone = None
-    if bench.quiet_names:
-        bench.warm(bench.quiet_names)
-        print(f"reference: {len(bench.quiet_names)} quiet accounts x 1 caller, alone", flush=True)
-        _, quiet_alone, _ = bench.phase("quiet alone", None, True, 0.0, ref_seconds)
-        assert quiet_alone is not None
-        rows.append(quiet_alone_row(quiet_alone))
+    alone: list[tuple[Figures, list[Call]]] = []
+
+    def quiet_alone(when: str) -> None:
+        if bench.quiet_names:
+            bench.warm(bench.quiet_names)
+            print(f"reference: {len(bench.quiet_names)} quiet accounts x 1 caller, alone ({when})", flush=True)
+            _, fig, calls = bench.phase(f"quiet alone, {when}", None, True, 0.0, ref_seconds)
+            assert fig is not None
+            alone.append((fig, calls))
+
+    quiet_alone("before the loads")
+    measured = []
     for name, s in scenarios.items():
         names = bench.io_names(s.accounts)
         bench.warm(names)
-        print(f"{name}: {s.title}, {s.delay_s * 1000:g} ms host call, {s.seconds:g} s", flush=True)
-        load, quiet, calls = bench.phase(name, (names, s.per_account), True, s.delay_s, s.seconds)
+        print(f"{name}: {s.title}, {s.delay_s * 1000:g} ms host call, {s.seconds:g} s; ideal "
+              f"{ideal_rate(s.callers, s.delay_s, cpu.rate):,.1f} calls/s", flush=True)
+        load, quiet, _ = bench.phase(name, (names, s.per_account), True, s.delay_s, s.seconds)
         assert load is not None
         load.name = f"{name}: {s.title}"
-        rows.append(row(load, ideal_rate(s.callers, s.delay_s, cpu.rate), TARGETS.get(name), quiet, quiet_alone))
-        bench.restart_if_backlogged(calls)
+        measured.append((name, s, load, quiet))
+    if measured:
+        quiet_alone("after the loads")
     print("\nclient processes' CPU: " + "; ".join(bench.client_cpu))
+    rows = [row(cpu, cpu.rate, None, None, None)]
+    reference = pooled("quiet alone (both runs)", alone) if alone else None
+    if reference is not None:
+        rows += [quiet_alone_row(fig) for fig, _ in alone]
+        if len(alone) > 1:
+            rows.append(quiet_alone_row(reference))
+    for name, s, load, quiet in measured:
+        rows.append(row(load, ideal_rate(s.callers, s.delay_s, cpu.rate), TARGETS.get(name), quiet, reference))
     return rows
 
 

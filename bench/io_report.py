@@ -3,7 +3,6 @@ and checked against issue 38's targets. Pure functions of the calls, so tests/be
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 GIB_KIB = 1024 * 1024
@@ -88,6 +87,17 @@ def summarize(name: str, calls: list[Call], callers: int, delay_s: float, second
     for c in calls:
         if not c.ok:
             fig.errors[c.status] = fig.errors.get(c.status, 0) + 1
+    return fig
+
+
+def pooled(name: str, runs: list[tuple[Figures, list[Call]]]) -> Figures:
+    """Several runs of one group taken as one reference (the quiet tenants alone before and after the
+    loads: this host's speed drifts over minutes): the mean of their rates, percentiles over all
+    their calls."""
+    calls = [c for _, cs in runs for c in cs]
+    first = runs[0][0]
+    fig = summarize(name, calls, first.callers, first.delay_s, sum(f.seconds for f, _ in runs))
+    fig.rate = sum(f.rate for f, _ in runs) / len(runs)
     return fig
 
 
@@ -207,6 +217,3 @@ def table(rows: list[tuple[str, ...]]) -> str:
                                for i, (cell, w) in enumerate(zip(r, widths, strict=True))).rstrip()
                      for r in everything)
 
-
-def finite(v: float) -> bool:
-    return not (math.isnan(v) or math.isinf(v))
