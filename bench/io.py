@@ -407,7 +407,8 @@ class Delays:
 def run_clients(hub: Hub, specs: list[dict], seconds: float) -> tuple[list[dict], Memory]:
     """Runs one client process per spec, all starting at the same instant; samples the hub's summed
     RSS while they run. Returns their results and the memory seen (its highest sum, with its parts)."""
-    start_at = time.monotonic() + 1.5   # time to start Python and open every connection
+    callers = sum(g["callers"] for spec in specs for g in spec["groups"])
+    start_at = time.monotonic() + 1.5 + callers / 1000   # time to start Python and open every connection
     procs = []
     for spec in specs:
         spec = dict(spec, port=hub.port, start_at=start_at, seconds=seconds, timeout=hub.args.timeout)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 GIB_KIB = 1024 * 1024
 NAN = float("nan")
+INF = float("inf")
 
 
 @dataclass
@@ -66,6 +67,10 @@ class Figures:
     p50: float = NAN           # ms, over every ok call of the phase
     p99: float = NAN
     max: float = NAN
+    # The same over every call, one with no good answer (an error, a timeout) counted as never answered
+    # (inf): for a quiet tenant a 503 or a timeout is the worst latency, not one left out.
+    p99_all: float = NAN
+    max_all: float = NAN
     errors: dict = field(default_factory=dict)   # status -> count: non-200, timeouts, unanswered, bad answers
     rss_peak_kib: int = 0      # the hub's whole process tree, summed VmRSS, at its highest in the phase
     rss_parts: dict = field(default_factory=dict)
@@ -84,6 +89,8 @@ def summarize(name: str, calls: list[Call], callers: int, delay_s: float, second
     fig.rate = rate_in(calls, min(ramp, seconds / 4), seconds)
     ms = [c.ms for c in good]
     fig.p50, fig.p99, fig.max = pct(ms, 0.5), pct(ms, 0.99), max(ms, default=NAN)
+    every = [c.ms if c.ok else INF for c in calls]
+    fig.p99_all, fig.max_all = pct(every, 0.99), max(every, default=NAN)
     for c in calls:
         if not c.ok:
             fig.errors[c.status] = fig.errors.get(c.status, 0) + 1
@@ -146,8 +153,9 @@ def checks(load: Figures, ideal: float, target: Target | None, quiet: Figures | 
     if target.most_rss_kib is not None:
         out.append((f"RSS <= {target.most_rss_kib / GIB_KIB:g} GiB", 0 < load.rss_peak_kib <= target.most_rss_kib))
     if target.quiet and quiet is not None and quiet_alone is not None:
-        out.append((f"quiet p99 <= {QUIET_MOST_P99X:g}x", _ratio(quiet.p99, quiet_alone.p99) <= QUIET_MOST_P99X))
-        out.append((f"quiet max <= {QUIET_MOST_MAX_MS:g} ms", quiet.max <= QUIET_MOST_MAX_MS))
+        # Over every quiet call: one that got no good answer counts as never answered.
+        out.append((f"quiet p99 <= {QUIET_MOST_P99X:g}x", _ratio(quiet.p99_all, quiet_alone.p99) <= QUIET_MOST_P99X))
+        out.append((f"quiet max <= {QUIET_MOST_MAX_MS:g} ms", quiet.max_all <= QUIET_MOST_MAX_MS))
         out.append((f"quiet calls/s >= {QUIET_LEAST_RATE:.2f}x", _ratio(quiet.rate, quiet_alone.rate) >= QUIET_LEAST_RATE))
     return out
 
@@ -170,6 +178,8 @@ def _ratio(a: float, b: float) -> float:
 
 HEAD = ("phase", "callers", "host call", "calls/s", "ideal", "x ideal", "p50 ms", "p99 ms", "errors",
         "quiet calls/s", "quiet p99 ms", "quiet max ms", "hub RSS peak", "targets")
+# The load's p50 / p99 are over its answered calls (its errors have their own column); the quiet
+# tenants' p99 and max are over all their calls, one with no good answer shown as "none".
 
 
 def _x(ratio: float) -> str:
@@ -177,6 +187,8 @@ def _x(ratio: float) -> str:
 
 
 def _num(v: float, digits: int = 1) -> str:
+    if v == INF:
+        return "none"   # a call that got no good answer
     return "-" if v != v else f"{v:,.{digits}f}"
 
 
@@ -193,15 +205,22 @@ def row(load: Figures, ideal: float, target: Target | None, quiet: Figures | Non
     def quiet_cell(value: float, alone: float, digits: int = 1) -> str:
         if quiet is None:
             return "-"
-        return f"{_num(value, digits)} ({_x(_ratio(value, alone))})" if quiet_alone is not None else _num(value, digits)
+        if value == INF or quiet_alone is None:
+            return _num(value, digits)
+        return f"{_num(value, digits)} ({_x(_ratio(value, alone))})"
 
     q = quiet or Figures("", 0, 0, 0)
     qa = quiet_alone or Figures("", 0, 0, 0)
     rss = f"{load.rss_peak_kib / 1024:,.0f} MiB" if load.rss_peak_kib else "-"
     return (load.name, str(load.callers), f"{load.delay_s * 1000:,.0f} ms", _num(load.rate), _num(ideal),
             _x(_ratio(load.rate, ideal)), _num(load.p50), _num(load.p99), _errors(load),
-            quiet_cell(q.rate, qa.rate), quiet_cell(q.p99, qa.p99, 2),
-            "-" if quiet is None else _num(q.max), rss, verdict(checks(load, ideal, target, quiet, quiet_alone)))
+            quiet_cell(q.rate, qa.rate), quiet_cell(q.p99_all, qa.p99, 2),
+            "-" if quiet is None else _quiet_max(q), rss, verdict(checks(load, ideal, target, quiet, quiet_alone)))
+
+
+def _quiet_max(q: Figures) -> str:
+    failed = q.error_n
+    return _num(q.max_all) + (f" ({failed} failed)" if failed else "")
 
 
 def quiet_alone_row(alone: Figures) -> tuple[str, ...]:

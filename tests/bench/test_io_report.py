@@ -56,7 +56,7 @@ def test_the_ideal_is_callers_over_the_delay_unless_the_machine_is_slower():
 
 def _fig(name, rate, p99=10.0, max_ms=20.0, errors=None, started=100, answered=100, rss=0):
     fig = Figures(name, 64, 0.2, 10, started=started, answered=answered, ok=started, rate=rate, p50=p99 / 2,
-                  p99=p99, max=max_ms, errors=errors or {})
+                  p99=p99, max=max_ms, p99_all=p99, max_all=max_ms, errors=errors or {})
     fig.rss_peak_kib = rss
     return fig
 
@@ -113,3 +113,16 @@ def test_the_quiet_reference_pools_its_runs():
     ref = pooled("both", runs)
     assert ref.rate == 250.0
     assert ref.p50 == pytest.approx(6.0) and ref.max == pytest.approx(6.0) and ref.ok == 200
+
+
+def test_a_quiet_call_with_no_good_answer_counts_as_never_answered():
+    alone_calls = [Call(i * 0.01, i * 0.01 + 0.003, "ok") for i in range(400)]
+    alone = summarize("alone", alone_calls, 4, 0.0, 4.0)
+    beside = [Call(i * 0.01, i * 0.01 + 0.004, "ok") for i in range(399)] + [Call(1.0, 31.0, "timeout")]
+    quiet = summarize("quiet", beside, 4, 0.0, 4.0)
+    assert quiet.max == pytest.approx(4.0) and quiet.max_all == float("inf")   # answered calls alone look fine
+    assert quiet.p99_all == pytest.approx(4.0)   # 1 in 400 is under 1 %
+    load = _fig("c", 180.0, rss=GIB_KIB)
+    cells = row(load, 180.0, TARGETS["c"], quiet, alone)
+    assert cells[10:12] == ("4.00 (1.33x)", "none (1 failed)")
+    assert verdict(checks(load, 180.0, TARGETS["c"], quiet, alone)) == "FAIL: quiet max <= 250 ms"
