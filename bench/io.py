@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from io_report import TARGETS, Call, Figures, ideal_rate, pooled, quiet_alone_row, row, summarize, table  # noqa: E402
+from io_report import TARGETS, Call, Figures, ideal_rate, num, pooled, quiet_alone_row, row, summarize, table  # noqa: E402
 from load import _cmdline as cmdline  # noqa: E402
 from load import _memoize_compile, _stop_engines, free_port, manage, process_tree, stop_server, wait_ready  # noqa: E402
 from load import _rss_kib as rss_kib  # noqa: E402
@@ -530,8 +530,8 @@ def print_phase(load: Figures | None, quiet: Figures | None, stats: dict, client
         if fig is None:
             continue
         errs = ", ".join(f"{k}: {v}" for k, v in sorted(fig.errors.items())) or "none"
-        print(f"  {fig.name}: {fig.started} calls, {fig.ok} ok, {fig.rate:,.1f} calls/s, p50 {fig.p50:,.1f} ms, "
-              f"p99 {fig.p99:,.1f} ms, max {fig.max:,.1f} ms; errors: {errs}", flush=True)
+        print(f"  {fig.name}: {fig.started} calls, {fig.ok} ok, {num(fig.rate)} calls/s, p50 {num(fig.p50)} ms, "
+              f"p99 {num(fig.p99)} ms, max {num(fig.max)} ms (answered calls); errors: {errs}", flush=True)
     fig = load or quiet
     parts = ", ".join(f"{k} {v / 1024:,.0f} MiB" for k, v in fig.rss_parts.items()) if fig else ""
     print(f"    hub RSS peak {fig.rss_peak_kib / 1024 if fig else 0:,.0f} MiB ({parts}); delay server: {stats['served']} host calls answered, "

@@ -186,7 +186,7 @@ def _x(ratio: float) -> str:
     return "-" if ratio != ratio else f"{ratio:.2f}x"
 
 
-def _num(v: float, digits: int = 1) -> str:
+def num(v: float, digits: int = 1) -> str:
     if v == INF:
         return "none"   # a call that got no good answer
     return "-" if v != v else f"{v:,.{digits}f}"
@@ -206,26 +206,26 @@ def row(load: Figures, ideal: float, target: Target | None, quiet: Figures | Non
         if quiet is None:
             return "-"
         if value == INF or quiet_alone is None:
-            return _num(value, digits)
-        return f"{_num(value, digits)} ({_x(_ratio(value, alone))})"
+            return num(value, digits)
+        return f"{num(value, digits)} ({_x(_ratio(value, alone))})"
 
     q = quiet or Figures("", 0, 0, 0)
     qa = quiet_alone or Figures("", 0, 0, 0)
     rss = f"{load.rss_peak_kib / 1024:,.0f} MiB" if load.rss_peak_kib else "-"
-    return (load.name, str(load.callers), f"{load.delay_s * 1000:,.0f} ms", _num(load.rate), _num(ideal),
-            _x(_ratio(load.rate, ideal)), _num(load.p50), _num(load.p99), _errors(load),
+    return (load.name, str(load.callers), f"{load.delay_s * 1000:,.0f} ms", num(load.rate), num(ideal),
+            _x(_ratio(load.rate, ideal)), num(load.p50), num(load.p99), _errors(load),
             quiet_cell(q.rate, qa.rate), quiet_cell(q.p99_all, qa.p99, 2),
             "-" if quiet is None else _quiet_max(q), rss, verdict(checks(load, ideal, target, quiet, quiet_alone)))
 
 
 def _quiet_max(q: Figures) -> str:
     failed = q.error_n
-    return _num(q.max_all) + (f" ({failed} failed)" if failed else "")
+    return num(q.max_all) + (f" ({failed} failed)" if failed else "")
 
 
 def quiet_alone_row(alone: Figures) -> tuple[str, ...]:
-    return (alone.name, str(alone.callers), "no I/O", _num(alone.rate), "", "", _num(alone.p50, 2), _num(alone.p99, 2),
-            _errors(alone), _num(alone.rate), _num(alone.p99, 2), _num(alone.max), "", "(the quiet tenants' reference)")
+    return (alone.name, str(alone.callers), "no I/O", num(alone.rate), "", "", num(alone.p50, 2), num(alone.p99, 2),
+            _errors(alone), num(alone.rate), num(alone.p99, 2), num(alone.max), "", "(the quiet tenants' reference)")
 
 
 def table(rows: list[tuple[str, ...]]) -> str:
