@@ -36,7 +36,16 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from io_report import TARGETS, Call, Figures, ideal_rate, num, pooled, quiet_alone_row, row, summarize, table  # noqa: E402
 from load import _cmdline as cmdline  # noqa: E402
-from load import _memoize_compile, _stop_engines, free_port, manage, process_tree, stop_server, wait_ready  # noqa: E402
+from load import (  # noqa: E402
+    _memoize_compile,
+    _stat,
+    _stop_engines,
+    free_port,
+    manage,
+    process_tree,
+    stop_server,
+    wait_ready,
+)
 from load import _rss_kib as rss_kib  # noqa: E402
 
 HOST = "127.0.0.1"
@@ -300,6 +309,46 @@ def client_main() -> None:
     print(json.dumps(asyncio.run(_client(spec))))
 
 
+# ================================================================ a stand-in hub (--stand-in)
+
+async def _stand_in(port: int, delay_port: int) -> None:
+    """Answers execute calls as a hub whose every call costs nothing but its host call would: the
+    I/O tenants' calls wait on one request to the delay server each (a new connection, as host.fetch
+    opens today), the quiet ones on nothing. What the bench measures against it is the bench's own
+    ceiling: the clients and the delay server, not the hub."""
+    async def host_call(blocked: bool) -> bool:
+        r, w = await asyncio.open_connection(HOST, delay_port)
+        w.write(f"GET /{'blocked' if blocked else 'check'} HTTP/1.1\r\nHost: {HOST}:{delay_port}\r\n"
+                "Connection: close\r\n\r\n".encode())
+        answer = await r.read()
+        w.close()
+        return b'"ok": true' in answer
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:] if x)}
+                await reader.readexactly(int(headers.get("content-length") or 0))
+                key = headers.get("authorization", "")
+                status = "ran"
+                if "/execute" in lines[0] and not key.endswith(tuple(f"quiet-{i}" for i in range(10))):
+                    status = "ran" if await host_call(key.endswith("io-blocked")) else "cancelled"
+                body = json.dumps({"outcome": "unchanged" if status == "ran" else "cancelled"}).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                             b'Server-Timing: chain;dur=0, h0;dur=0;desc="check %s"\r\n\r\n%s'
+                             % (len(body), status.encode(), body))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+    listener = await asyncio.start_server(handle, HOST, port, backlog=4096)
+    await listener.serve_forever()
+
+
 # ================================================================ setup (its own Django process)
 
 def setup_main() -> None:
@@ -334,13 +383,15 @@ def setup_main() -> None:
 class Hub:
     """gunicorn from the project directory (gunicorn.conf.py, its engine tier), restartable."""
 
-    def __init__(self, args, env: dict, workdir: Path):
-        self.args, self.env, self.workdir = args, env, workdir
+    def __init__(self, args, env: dict, workdir: Path, delay_port: int):
+        self.args, self.env, self.workdir, self.delay_port = args, env, workdir, delay_port
         self.port = free_port()
         self.server: subprocess.Popen | None = None
         self.log = open(workdir / "server.log", "ab")
 
     def command(self) -> list[str]:
+        if self.args.stand_in:
+            return [sys.executable, str(Path(__file__).resolve()), "--stand-in-hub", str(self.port), str(self.delay_port)]
         cmd = [sys.executable, "-m", "gunicorn", "-b", f"{HOST}:{self.port}", "-w", str(self.args.workers),
                "--log-level", "warning"]
         if self.args.worker_class:
@@ -398,6 +449,10 @@ class Delays:
     def stats(self, reset: bool = False) -> dict:
         return self._get("/__stats?reset=1" if reset else "/__stats")
 
+    def cpu_seconds(self) -> float:
+        fields = _stat(self.proc.pid) or []
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if len(fields) > 12 else 0.0
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -406,29 +461,41 @@ class Delays:
 
 def run_clients(hub: Hub, specs: list[dict], seconds: float) -> tuple[list[dict], Memory]:
     """Runs one client process per spec, all starting at the same instant; samples the hub's summed
-    RSS while they run. Returns their results and the memory seen (its highest sum, with its parts)."""
+    RSS while they run. Returns their results and the memory seen (its highest sum, with its parts).
+    A client writes its calls to a file (a pipe would fill while it is not read); one still running
+    well past its own limit is killed."""
     callers = sum(g["callers"] for spec in specs for g in spec["groups"])
     start_at = time.monotonic() + 1.5 + callers / 1000   # time to start Python and open every connection
-    procs = []
-    for spec in specs:
-        spec = dict(spec, port=hub.port, start_at=start_at, seconds=seconds, timeout=hub.args.timeout)
-        p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--client"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-        assert p.stdin is not None
-        p.stdin.write(json.dumps(spec))
-        p.stdin.close()
-        procs.append(p)
-    memory = Memory(hub)
-    memory.watch(procs)
-    results = []
-    for p in procs:
-        assert p.stdout is not None
-        out = p.stdout.read()
-        p.wait()
-        if p.returncode != 0 or not out.strip():
-            raise SystemExit(f"a client process failed ({p.returncode})")
-        results.append(json.loads(out))
-    return results, memory
+    procs, outputs = [], []
+    try:
+        for spec in specs:
+            spec = dict(spec, port=hub.port, start_at=start_at, seconds=seconds, timeout=hub.args.timeout)
+            out = tempfile.TemporaryFile()
+            p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--client"], stdin=subprocess.PIPE,
+                                 stdout=out)
+            assert p.stdin is not None
+            p.stdin.write(json.dumps(spec).encode())
+            p.stdin.close()
+            procs.append(p)
+            outputs.append(out)
+        memory = Memory(hub)
+        memory.watch(procs, deadline=start_at + seconds + hub.args.timeout + 30)
+        results = []
+        for p, out in zip(procs, outputs, strict=True):
+            p.wait()
+            out.seek(0)
+            text = out.read()
+            if p.returncode != 0 or not text.strip():
+                raise SystemExit(f"a client process failed ({p.returncode})")
+            results.append(json.loads(text))
+        return results, memory
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for out in outputs:
+            out.close()
 
 
 class Memory:
@@ -448,10 +515,12 @@ class Memory:
         if total > self.peak:
             self.peak, self.parts = total, parts
 
-    def watch(self, procs: list[subprocess.Popen]) -> None:
+    def watch(self, procs: list[subprocess.Popen], deadline: float) -> None:
         pids: list[int] = []
         n = 0
         while any(p.poll() is None for p in procs):
+            if time.monotonic() > deadline:
+                raise SystemExit("a client process ran past its wall-clock limit")
             if n % 10 == 0:   # the tree rescanned every 5 s: an engine may be started again
                 pids = [pid for pid, _ in process_tree(self.master)]
             self.sample(pids)
@@ -495,10 +564,13 @@ class Bench:
             specs.append({"groups": groups(self.keys, self.quiet_names, "quiet", 1), "calls_per_caller": 10**6})
         self.delays.set_delay(delay_s)
         self.delays.stats(reset=True)
+        server_cpu = self.delays.cpu_seconds()
         results, memory = run_clients(self.hub, specs, seconds)
         stats = self.delays.stats()
+        server_cpu = self.delays.cpu_seconds() - server_cpu
         cpu = sum(r["cpu"] for r in results)
-        self.client_cpu.append(f"{name}: {cpu:.1f} s CPU over {seconds:g} s ({cpu / seconds:.0%} of a core)")
+        self.client_cpu.append(f"{name}: clients {cpu:.1f} s, delay server {server_cpu:.1f} s over {seconds:g} s "
+                               f"({(cpu + server_cpu) / seconds:.0%} of a core)")
         load = quiet_fig = None
         calls, quiet_calls = to_calls(results, "io"), to_calls(results, "quiet")
         if io is not None:
@@ -508,7 +580,7 @@ class Bench:
             quiet_fig = summarize("quiet alone" if io is None else f"quiet beside {name}", quiet_calls,
                                   len(self.quiet_names), 0.0, seconds)
             quiet_fig.rss_peak_kib, quiet_fig.rss_parts = memory.peak, memory.parts
-        print_phase(load, quiet_fig, stats, cpu / seconds)
+        print_phase(load, quiet_fig, stats, cpu / seconds, server_cpu / seconds)
         if refused := sum(r["refused"] for r in results):
             print(f"    {refused} connection(s) could not be opened before the start (opened again at their first call)")
         for status, body in sorted({k: v for r in results for k, v in r["samples"].items()}.items()):
@@ -525,7 +597,8 @@ class Bench:
             self.hub.start(self.keys["quiet-0"] if self.quiet_names else self.keys["io-0000"])
 
 
-def print_phase(load: Figures | None, quiet: Figures | None, stats: dict, client_cores: float) -> None:
+def print_phase(load: Figures | None, quiet: Figures | None, stats: dict, client_cores: float,
+                server_cores: float) -> None:
     for fig in (load, quiet):
         if fig is None:
             continue
@@ -535,7 +608,8 @@ def print_phase(load: Figures | None, quiet: Figures | None, stats: dict, client
     fig = load or quiet
     parts = ", ".join(f"{k} {v / 1024:,.0f} MiB" for k, v in fig.rss_parts.items()) if fig else ""
     print(f"    hub RSS peak {fig.rss_peak_kib / 1024 if fig else 0:,.0f} MiB ({parts}); delay server: {stats['served']} host calls answered, "
-          f"at most {stats['peak']} waiting at once; clients {client_cores:.0%} of a core", flush=True)
+          f"at most {stats['peak']} waiting at once; the bench's CPU: clients {client_cores:.0%}, delay server "
+          f"{server_cores:.0%} of a core", flush=True)
 
 
 def header(args, hub: Hub) -> None:
@@ -546,6 +620,10 @@ def header(args, hub: Hub) -> None:
     print(f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}  commit: {commit}  "
           f"machine: nproc {len(os.sched_getaffinity(0))}, load {os.getloadavg()[0]:.2f}, "
           f"python {sys.version.split()[0]}")
+    if args.stand_in:
+        print("server: NOT the hub: the stand-in (--stand-in), whose calls cost only their host call; the figures "
+              "are the bench's own ceiling", flush=True)
+        return
     print(f"server: {shlex.join(hub.command()[1:])} (gunicorn.conf.py from {ROOT}), DJANGO_DEBUG=0, SQLite, "
           f"HUB_FETCH_ALLOW_PRIVATE=1; environment: {tuned or 'nothing hub-specific'}", flush=True)
 
@@ -596,6 +674,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=2, help="gunicorn -w (default 2)")
     p.add_argument("--worker-class", default=None, help="gunicorn --worker-class (default: gunicorn.conf.py's)")
     p.add_argument("--app", default="auto", help="the app gunicorn serves (default: from the worker class)")
+    p.add_argument("--stand-in", action="store_true",
+                   help="measure the bench's own ceiling: an asyncio stand-in whose calls cost only their host call "
+                        "answers instead of the hub (no Django, no engines)")
     args = p.parse_args()
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = set(args.scenarios) - set(SCENARIOS)
@@ -624,13 +705,16 @@ def run(args, workdir: Path) -> list[tuple[str, ...]]:
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{workdir / 'io.sqlite3'}", DJANGO_DEBUG="0",
                HUB_FETCH_ALLOW_PRIVATE="1")
     delays = Delays()
-    hub = Hub(args, env, workdir)
+    hub = Hub(args, env, workdir, delays.port)
     try:
         header(args, hub)
         started = time.perf_counter()
-        manage(env, "migrate", "--noinput")
         plan = plan_for(args, f"http://{HOST}:{delays.port}/check", f"http://{HOST}:{delays.port}/blocked", io_accounts)
-        keys = setup_accounts(env, plan)
+        if args.stand_in:
+            keys = {name: name for name in plan}
+        else:
+            manage(env, "migrate", "--noinput")
+            keys = setup_accounts(env, plan)
         print(f"setup: {len(plan)} accounts in {time.perf_counter() - started:.1f} s; delay server on port "
               f"{delays.port}", flush=True)
         hub.start(keys["io-0000"])
@@ -673,7 +757,8 @@ def measure(args, bench: Bench, scenarios: dict[str, Scenario]) -> list[tuple[st
         measured.append((name, s, load, quiet))
     if measured:
         quiet_alone("after the loads")
-    print("\nclient processes' CPU: " + "; ".join(bench.client_cpu))
+    print("\nthe bench's own CPU (client processes and delay server, from the clients' start to their end): "
+          + "; ".join(bench.client_cpu))
     rows = [row(cpu, cpu.rate, None, None, None)]
     reference = pooled("quiet alone (both runs)", alone) if alone else None
     if reference is not None:
@@ -720,6 +805,9 @@ if __name__ == "__main__":
         asyncio.run(_serve_delays())
     elif sys.argv[1:2] == ["--client"]:
         client_main()
+    elif sys.argv[1:2] == ["--stand-in-hub"]:
+        _new_loop()
+        asyncio.run(_stand_in(int(sys.argv[2]), int(sys.argv[3])))
     elif sys.argv[1:2] == ["--setup"]:
         setup_main()
     else:
