@@ -387,6 +387,11 @@ class Hub:
         self.args, self.env, self.workdir, self.delay_port = args, env, workdir, delay_port
         self.port = free_port()
         self.server: subprocess.Popen | None = None
+        # With --stand-in the quiet tenants call a stand-in process of their own: one asyncio loop
+        # serving 1,000 callers delays their answers itself, and what is measured beside the load is
+        # then the bench's own interference (its clients and delay server), not that loop.
+        self.quiet_port = free_port() if args.stand_in else self.port
+        self.quiet_server: subprocess.Popen | None = None
         self.log = open(workdir / "server.log", "ab")
 
     def command(self) -> list[str]:
@@ -403,11 +408,17 @@ class Hub:
         self.server = subprocess.Popen(self.command(), cwd=ROOT, env=self.env, stdout=self.log,
                                        stderr=subprocess.STDOUT, start_new_session=True)
         wait_ready(self.server, self.port, key)
+        if self.args.stand_in:   # the quiet tenants' own stand-in: see quiet_port
+            self.quiet_server = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--stand-in-hub", str(self.quiet_port),
+                 str(self.delay_port)], stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            wait_ready(self.quiet_server, self.quiet_port, key)
 
     def stop(self) -> None:
-        if self.server is not None:
-            stop_server(self.server)
-            self.server = None
+        for server in (self.server, self.quiet_server):
+            if server is not None:
+                stop_server(server)
+        self.server = self.quiet_server = None
 
     def close(self) -> None:
         self.stop()
@@ -469,7 +480,7 @@ def run_clients(hub: Hub, specs: list[dict], seconds: float) -> tuple[list[dict]
     procs, outputs = [], []
     try:
         for spec in specs:
-            spec = dict(spec, port=hub.port, start_at=start_at, seconds=seconds, timeout=hub.args.timeout)
+            spec = dict({"port": hub.port}, **spec, start_at=start_at, seconds=seconds, timeout=hub.args.timeout)
             out = tempfile.TemporaryFile()
             p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--client"], stdin=subprocess.PIPE,
                                  stdout=out)
@@ -561,7 +572,8 @@ class Bench:
         if io is not None:
             specs.append({"groups": groups(self.keys, io[0], "io", io[1]), "calls_per_caller": 10**6})
         if quiet and self.quiet_names:
-            specs.append({"groups": groups(self.keys, self.quiet_names, "quiet", 1), "calls_per_caller": 10**6})
+            specs.append({"groups": groups(self.keys, self.quiet_names, "quiet", 1), "calls_per_caller": 10**6,
+                          "port": self.hub.quiet_port})
         self.delays.set_delay(delay_s)
         self.delays.stats(reset=True)
         server_cpu = self.delays.cpu_seconds()
