@@ -685,7 +685,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=30, help="a call's timeout on the client (default 30 s)")
     p.add_argument("--workers", type=int, default=2, help="gunicorn -w (default 2)")
     p.add_argument("--worker-class", default=None, help="gunicorn --worker-class (default: gunicorn.conf.py's)")
-    p.add_argument("--app", default="auto", help="the app gunicorn serves (default: from the worker class)")
+    p.add_argument("--app", default="auto",
+                   help="the app gunicorn serves (default: from the worker class; '': none, gunicorn.conf.py's wsgi_app)")
     p.add_argument("--stand-in", action="store_true",
                    help="measure the bench's own ceiling: an asyncio stand-in whose calls cost only their host call "
                         "answers instead of the hub (no Django, no engines)")
