@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
-from django.db.models import Model
+from django.db.models import Model, QuerySet
 from django.http import Http404
 from django.utils.text import capfirst
 
 from accounts.models import Account, Membership
 
 ADMIN = Membership.Role.ADMIN
+
+# What the mixins below are mixed into, for the checker (at run time they derive from object).
+if TYPE_CHECKING:
+    _BaseAdmin = admin.options.BaseModelAdmin[Any]
+    _ModelAdmin = admin.ModelAdmin[Any]
+else:
+    _BaseAdmin = _ModelAdmin = object
 
 
 def roles(request) -> dict[int, str]:
@@ -41,7 +50,7 @@ def member_account_ids(request) -> set[int]:
     return set(roles(request))
 
 
-def editable_accounts(request):
+def editable_accounts(request) -> QuerySet[Account]:
     """The accounts a form may assign a row to."""
     if is_operator(request):
         return Account.objects.all()
@@ -102,7 +111,7 @@ def per_object_action(permission: str = "change", **options):
     return decorate
 
 
-class ScopedPermissionsMixin:
+class ScopedPermissionsMixin(_BaseAdmin):
     """Permission methods answered from memberships instead of Django's per-model permissions, so
     a staff user created by `add_member` needs nothing more. Operators keep Django's answers."""
 
@@ -158,10 +167,11 @@ class ScopedPermissionsMixin:
         return self._may_edit(request, obj)
 
 
-class ScopedChoicesMixin:
+class ScopedChoicesMixin(_ModelAdmin):
     """Foreign-key choices, autocompletes and list filters limited to the user's accounts."""
 
     model: type[Model]   # the ModelAdmin this is mixed into sets it
+    scope: Callable[..., QuerySet[Any]]   # ScopedPermissionsMixin, mixed in beside this, provides it
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         formfield = super().formfield_for_foreignkey(db_field, request, **kwargs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import socket
+import ssl
 import time
 from collections.abc import Iterable
 
@@ -166,6 +167,7 @@ class PinnedHTTPSConnection(http.client.HTTPSConnection):
     """As PinnedHTTPConnection, verifying the certificate against the URL's host name."""
 
     address: str
+    _context: ssl.SSLContext   # set by HTTPSConnection.__init__; typeshed does not declare it
 
     def connect(self):
         sock = socket.create_connection((self.address, self.port), self.timeout)
