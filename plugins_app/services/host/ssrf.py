@@ -159,7 +159,7 @@ class PinnedHTTPConnection(http.client.HTTPConnection):
 
     address: str
 
-    def connect(self):
+    def connect(self) -> None:
         self.sock = socket.create_connection((self.address, self.port), self.timeout)
 
 
@@ -169,7 +169,7 @@ class PinnedHTTPSConnection(http.client.HTTPSConnection):
     address: str
     _context: ssl.SSLContext   # set by HTTPSConnection.__init__; typeshed does not declare it
 
-    def connect(self):
+    def connect(self) -> None:
         sock = socket.create_connection((self.address, self.port), self.timeout)
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
