@@ -41,7 +41,7 @@ def fire_cron_completed(run_id: int):
 
 
 @shared_task
-def deliver_due_notifications():
+def deliver_due_notifications() -> None:
     """Beat's sweep: the database, not the broker, knows which timers are due."""
     batch = settings.HUB_SCHEDULING.notify_sweep_batch
     for notification_id in notifications.due(batch):

@@ -35,5 +35,5 @@ class LatencyHistogram(models.Model):
                                                name="one_latency_row_per_window")]
         indexes = [models.Index(fields=["account", "resolution", "start"], name="latency_account_window")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.plugin_slug}/{self.hook} {self.resolution} {self.start:%Y-%m-%d %H:%M}: {self.runs}"

@@ -43,7 +43,7 @@ class Plugin(models.Model):
                                     name="official_plugin_slug_unique"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
     @property
@@ -81,7 +81,7 @@ class Installation(models.Model):
             models.UniqueConstraint(fields=["account", "plugin"], name="one_installation_per_plugin"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.plugin} in {self.account}"
 
 
@@ -101,5 +101,5 @@ class ChainEntry(models.Model):
         indexes = [models.Index(fields=["account", "hook", "position"])]
         verbose_name_plural = "chain entries"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.hook} #{self.position}: {self.installation.plugin}"

@@ -41,7 +41,7 @@ class CronJob(models.Model):
                 name="cron_job_has_one_schedule"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
     @property
@@ -106,7 +106,7 @@ class CronRun(models.Model):
                                     name="one_active_run_per_cron_job"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.job} at {self.slot_at:%Y-%m-%d %H:%M:%S}: {self.get_status_display()}"
 
 
@@ -147,5 +147,5 @@ class Notification(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["status", "due_at"], name="notification_status_due")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"timer for session {self.session_id}: {self.get_status_display()}"
