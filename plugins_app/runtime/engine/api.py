@@ -15,6 +15,7 @@ class EngineSide(Protocol):
 
     run_seq: int                   # the latest chain's number (the harness's progress buffer carries it)
     memory: MemoryBooks            # whose memory the process holds, and the notes their next traces carry
+    isolate: Isolate | None        # the isolate chains start on, once there
 
     async def ready_isolate(self) -> Isolate:
         """The isolate chains start on (the spare takes the place of a replaced one)."""

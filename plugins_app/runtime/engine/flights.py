@@ -111,8 +111,8 @@ class Flights:
         self.held_account: str | None = None     # shown on the board while a turn holds the thread
         self.demoted: Flight | None = None       # the chain whose turn lowered the thread's priority
         self.closed = False
-        self._work = asyncio.Event()
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        self._ticker: asyncio.TimerHandle | None = None
+        self.queue.read_with(self._read)
 
     # -- posting -----------------------------------------------------------------------------------
     def _post(self, entry: str, this: str, seq: int, early: Early | None = None) -> None:
@@ -137,7 +137,7 @@ class Flights:
         self.queue.post_call(fn, this, answered=False)
         self.queue.post_call(self.iso.poll_fn, str(seq), early=early)
         self.expect.append(seq)
-        self._work.set()
+        self._watching()
 
     def evaluate(self, fn: Any, this: str) -> asyncio.Future[object]:
         """Any other call of the harness (loading code) in line with the chains' turns: its value,
@@ -147,7 +147,7 @@ class Flights:
             self.turn_started = time.monotonic()
         self.queue.post_call(fn, this)
         self.expect.append(future)
-        self._work.set()
+        self._watching()
         return future
 
     def start(self, job: Job, seq: int, body: str, handler_ids: list[str], budget_ms: int, cpu_ms: int,
@@ -158,6 +158,10 @@ class Flights:
         self.flights[seq] = flight
         self._post("run", body, seq, early)
         return flight
+
+    def _watching(self) -> None:
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().call_later(SLICE_SECONDS, self._tick)
 
     def idle(self) -> bool:
         """Whether the isolate's thread has nothing of ours to run (every chain in flight is parked)."""
@@ -174,15 +178,9 @@ class Flights:
         return next((f for f in self.flights.values() if f.holder is not None), None)
 
     # -- answers -----------------------------------------------------------------------------------
-    async def _read(self) -> None:
-        while not self.closed:
-            if not self.expect:
-                self._work.clear()
-                await self._work.wait()
-                continue
-            if not await self.queue.wait(SLICE_SECONDS):
-                self._watch()
-                continue
+    def _read(self) -> None:
+        """Takes every answer that has arrived, in posting order (called by the queue's wake)."""
+        while self.expect and not self.closed and self.queue.ready():
             seq = self.expect.popleft()
             if isinstance(seq, asyncio.Future):
                 self._evaluated(seq)
@@ -206,7 +204,7 @@ class Flights:
             if self.demoted is not None:   # the turn that was lowered is over: its thread gets its priority back
                 self._restore(self.demoted)
             self.engine.turn_ended()
-            if self.iso.memory_exceeded() or self.engine.memory.over_bound():
+            if self.iso.memory_exceeded():
                 self._lost(CrashKind.MEMORY.value, seq)
                 return
             try:
@@ -216,6 +214,21 @@ class Flights:
                 flight = self.flights.pop(seq, None)
                 if flight is not None:
                     self._finish(flight, {"fatal": "answer"}, False)
+
+    def _tick(self) -> None:
+        """Every SLICE_SECONDS while something of ours is on the isolate's line: a look at the turn
+        holding the thread (and at the process's memory bound)."""
+        self._ticker = None
+        if self.closed or not self.expect:
+            return
+        if self.engine.memory.over_bound():
+            seq = self.expect[0]
+            self._lost(CrashKind.MEMORY.value, seq if isinstance(seq, int) else 0)
+            return
+        if time.monotonic() - self.turn_started >= SLICE_SECONDS:
+            self._watch()
+        if not self.closed:
+            self._ticker = asyncio.get_running_loop().call_later(SLICE_SECONDS, self._tick)
 
     def _evaluated(self, future: asyncio.Future[object]) -> None:
         try:
@@ -275,7 +288,7 @@ class Flights:
             self.turn_started = time.monotonic()
         self.queue.post_call(self.iso.poll_fn, str(seq))
         self.expect.append(seq)
-        self._work.set()
+        self._watching()
 
     def _finish(self, flight: Flight, status: JsonObject | None, early: bool) -> None:
         self.flights.pop(flight.seq, None)
@@ -463,9 +476,10 @@ class Flights:
         if self.closed:
             return
         self.closed = True
-        self._work.set()
-        if asyncio.current_task() is not self._reader:
-            self._reader.cancel()
+        self.queue.read_with(None)
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
         for flight in self.flights.values():
             self._disarm(flight)
 

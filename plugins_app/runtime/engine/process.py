@@ -30,7 +30,7 @@ from plugins_app.runtime.engine.isolate import (
     LoadCostIsolate,
 )
 from plugins_app.runtime.engine.memory import MAX_DROPS, MemoryBooks
-from plugins_app.runtime.engine.run import DEMOTED_NICE, run_chain
+from plugins_app.runtime.engine.run import DEMOTED_NICE, run_chain, start_now
 from plugins_app.runtime.launch import EngineArgs
 from plugins_app.runtime.protocol import CrashKind, Job, JsonObject, Op, RunResult
 
@@ -228,13 +228,14 @@ class Engine:
     def _serve(self, job: Job) -> None:
         job.started = time.monotonic()
         self.active += 1
-        task = asyncio.get_running_loop().create_task(self._answer(job))
+        started = start_now(self, job)
+        task = asyncio.get_running_loop().create_task(self._answer(job, started))
         self.serving.add(task)
         task.add_done_callback(self.serving.discard)
 
-    async def _answer(self, job: Job) -> None:
+    async def _answer(self, job: Job, started: Flight | None) -> None:
         try:
-            reply = await self._execute(job)
+            reply = await self._execute(job, started)
         except Exception as exc:  # a fault here must cost one request, never the engine
             logging.getLogger(__name__).exception("engine request failed")
             reply = {"fatal": f"{type(exc).__name__}"}
@@ -322,11 +323,11 @@ class Engine:
             _say(job, Op.STARTED)   # it was queued: its caller must know it runs now
             self._serve(job)
 
-    async def _execute(self, job: Job) -> Mapping[str, Any] | None:
+    async def _execute(self, job: Job, started: Flight | None = None) -> Mapping[str, Any] | None:
         try:
             if job.message["op"] == Op.BENCH.value:
                 return await bench(self, job)
-            reply = await self.run(job)
+            reply = await run_chain(self, job, started)
             return None if reply.get("answeredEarly") else reply
         except IsolateLost as lost:   # lost outside a handler (loading code): nobody to blame
             await self.replace_isolate()

@@ -8,7 +8,7 @@ from typing import cast
 from plugins_app.runtime import wire
 from plugins_app.runtime.config import DEFAULT_CPU_MS
 from plugins_app.runtime.engine.api import EngineSide
-from plugins_app.runtime.engine.flights import CPU_WARNING, CRASH_WARNINGS, bystander_trace
+from plugins_app.runtime.engine.flights import CPU_WARNING, CRASH_WARNINGS, Flight, bystander_trace
 from plugins_app.runtime.engine.isolate import Isolate, IsolateLost, JSEvalException, LoadCostIsolate
 from plugins_app.runtime.engine.v8_queue import Early
 from plugins_app.runtime.protocol import CrashKind, HandlerRef, Job, JsonObject, Op, RunResult, TraceEntry
@@ -17,7 +17,8 @@ DEMOTED_NICE = 19
 RESTARTS = 2   # a chain that had called out nowhere yet is started again this often on a new isolate
 
 
-async def run_chain(engine: EngineSide, job: Job) -> RunResult:
+async def run_chain(engine: EngineSide, job: Job, started: Flight | None = None) -> RunResult:
+    """`started`: the chain's flight, when it started on arrival (start_now)."""
     req = job.message
     account = req["account"]
     if req.get("code"):
@@ -38,11 +39,13 @@ async def run_chain(engine: EngineSide, job: Job) -> RunResult:
             # Compartments this isolate is known to lack are loaded before the start: finding out
             # from a start that answers `missing` would cost a first call a second start. The
             # harness still says `missing` if it lacks one after all; that is loaded and tried once more.
-            wanted = iso.lacking(account, batch)
+            wanted = [] if started is not None else iso.lacking(account, batch)
             for _ in range(2):
                 if wanted and (problem := await _load(engine, iso, account, wanted, hashes)):
                     return problem
-                outcome = await _attempt(engine, iso, job, batch, context, early=offset == 0 and not told)
+                outcome = await _attempt(engine, iso, job, batch, context, early=offset == 0 and not told,
+                                         started=started)
+                started = None
                 if "missing" not in outcome:
                     break
                 wanted = outcome["missing"]
@@ -130,9 +133,38 @@ def _entry(handler_id: str, status: str, warning: str, duration_ms: float, crash
     return entry
 
 
+def start_now(engine: EngineSide, job: Job) -> Flight | None:
+    """Starts a warm chain the moment its request is read (no task switch before the isolate's thread
+    has it: the reader's own bookkeeping first delayed its start); None when it must go the long way
+    (code to load, a note for its trace, a malformed request)."""
+    req = job.message
+    iso = engine.isolate
+    try:
+        if req.get("op") != Op.RUN.value or req.get("code") or iso is None:
+            return None
+        handlers = req["handlers"]
+        if iso.lacking(req["account"], handlers) or engine.memory.pending(req["account"], (h["id"] for h in handlers)):
+            return None
+        return _start(engine, iso, job, handlers, req["context"], early=True)
+    except (KeyError, TypeError):   # malformed: the long way answers it as a fault
+        return None
+
+
 async def _attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list[HandlerRef], context: JsonObject,
-                   early: bool) -> RunResult:
-    """Starts the chain (these handlers of it) in the isolate and waits, parked, for its answer."""
+                   early: bool, started: Flight | None = None) -> RunResult:
+    """Starts the chain (these handlers of it) in the isolate, unless it started on arrival, and waits,
+    parked, for its answer."""
+    flight = started if started is not None else _start(engine, iso, job, batch, context, early)
+    status, answered = await flight.finished
+    if answered:
+        return {"answeredEarly": True}
+    if status.get("idle") or status.get("fatal"):   # the harness itself failed: not a plugin's doing
+        raise IsolateLost(CrashKind.CRASHED.value)
+    return cast(RunResult, status)
+
+
+def _start(engine: EngineSide, iso: Isolate, job: Job, batch: list[HandlerRef], context: JsonObject,
+           early: bool) -> Flight:
     req = job.message
     seq = engine.run_seq = engine.run_seq + 1
     payload = {"account": req["account"], "hook": req["hook"], "context": context, "budgetMs": req["budgetMs"],
@@ -141,14 +173,8 @@ async def _attempt(engine: EngineSide, iso: Isolate, job: Job, batch: list[Handl
     answer = None
     if early and req.get("op") == Op.RUN.value:
         answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes)
-    flight = engine.flights_for(iso).start(job, seq, wire.dumps(payload).decode(), [h["id"] for h in batch],
-                                          req["budgetMs"], _cpu_ms(req), answer)
-    status, answered = await flight.finished
-    if answered:
-        return {"answeredEarly": True}
-    if status.get("idle") or status.get("fatal"):   # the harness itself failed: not a plugin's doing
-        raise IsolateLost(CrashKind.CRASHED.value)
-    return cast(RunResult, status)
+    return engine.flights_for(iso).start(job, seq, wire.dumps(payload).decode(), [h["id"] for h in batch],
+                                         req["budgetMs"], _cpu_ms(req), answer)
 
 
 def _cpu_ms(req: JsonObject) -> int:

@@ -101,6 +101,7 @@ class _Results:
         self.items: deque[list[Any]] = deque()
         self.earlies: deque[Early | None] = deque()   # each answered evaluation's, in posting order
         self.on_wake: Callable[[], None] | None = None   # called (once) when the loop next wakes here
+        self.on_items: Callable[[], None] | None = None  # called whenever the loop wakes here (its reader)
         self.quiet_after_early = False   # a value answered early leaves the loop asleep (see wake_with)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -145,6 +146,8 @@ class _Results:
         if self.on_wake is not None:
             on_wake, self.on_wake = self.on_wake, None
             on_wake()
+        if self.on_items is not None:
+            self.on_items()
 
     async def wait(self, timeout: float) -> bool:
         """True once an item is there; False after `timeout`. The event loop serves the engine's
@@ -254,6 +257,15 @@ class EvalQueue:
         memory limit: nothing is left to do with it but take it."""
         items = self._results.items
         return bool(items) and bool(items[0][3])
+
+    def read_with(self, reader: Callable[[], None] | None) -> None:
+        """Have the event loop call `reader` right when values arrive (in the wake's own callback, so
+        whoever awaits a value it hands on resumes in the loop's next turn, not the one after)."""
+        self._results.on_items = reader
+
+    def ready(self) -> bool:
+        """Whether the oldest outstanding evaluation has answered."""
+        return bool(self._results.items)
 
     async def wait(self, timeout: float) -> bool:
         """True once the oldest outstanding evaluation has answered (take_ready() then has it)."""
