@@ -1,4 +1,4 @@
-"""The host member table (runtime/members.py) against the harness, the permissions and the bridge."""
+"""The host member table (runtime/tables/members.py) against the harness, the permissions and the bridge."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""Cron jobs, their runs and agents' timers: thin views over services.cron and services.notifications."""
+"""Cron jobs, their runs and agents' timers: thin views over services.scheduling's cron and notifications."""
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status

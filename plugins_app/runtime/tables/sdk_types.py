@@ -278,7 +278,7 @@ def _host() -> str:
 
 
 def _hooks_given(kind: str) -> list[str]:
-    offer = {"session": "session", "agent": "workspace", "ssh": "ssh"}[kind]   # runtime/members.py's names
+    offer = {"session": "session", "agent": "workspace", "ssh": "ssh"}[kind]   # runtime/tables/members.py's names
     return [s.name for s in HOOKS.values() if OFFERED_BY[offer](s)]
 
 
