@@ -62,8 +62,7 @@ def line_table(mappings: str) -> dict[int, int]:
 
 @cache
 def _typescript():
-    from py_mini_racer import MiniRacer
-
+    from plugins_app.runtime.engine.isolate import MiniRacer
     from plugins_app.runtime.engine.jsassets import typescript_source
 
     context = MiniRacer()

@@ -12,8 +12,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import cast
 
-from py_mini_racer import JSFunction, JSMappedObject, MiniRacer, PythonJSConvertedTypes
-from py_mini_racer._exc import JSOOMException
+# mini-racer is imported here and in v8_queue.py only; the other engine modules take its types from here.
+from py_mini_racer import JSEvalException as JSEvalException
+from py_mini_racer import JSFunction as JSFunction
+from py_mini_racer import JSMappedObject, PythonJSConvertedTypes
+from py_mini_racer import JSOOMException as JSOOMException
+from py_mini_racer import MiniRacer as MiniRacer
 
 from plugins_app.runtime import wire
 from plugins_app.runtime.engine import jsassets

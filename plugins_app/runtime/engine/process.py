@@ -14,14 +14,19 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import uvloop
-from py_mini_racer._exc import JSOOMException
 
 from plugins_app.runtime import protocol, wire
 from plugins_app.runtime.config import DEFAULT_ENGINE_MEMORY_MB
 from plugins_app.runtime.engine.bench import bench
 from plugins_app.runtime.engine.board import Board
 from plugins_app.runtime.engine.compiler import Compiler
-from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost, LoadCostIsolate
+from plugins_app.runtime.engine.isolate import (
+    LOAD_TIMEOUT_SECONDS,
+    Isolate,
+    IsolateLost,
+    JSOOMException,
+    LoadCostIsolate,
+)
 from plugins_app.runtime.engine.memory import MAX_DROPS, MemoryBooks
 from plugins_app.runtime.engine.run import DEMOTED_NICE, run_chain, start_attempt
 from plugins_app.runtime.launch import EngineArgs

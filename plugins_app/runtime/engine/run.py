@@ -8,13 +8,17 @@ import os
 import time
 from typing import cast
 
-from py_mini_racer import JSFunction
-from py_mini_racer._exc import JSEvalException, JSOOMException
-
 from plugins_app.runtime import wire
 from plugins_app.runtime.config import DEFAULT_CPU_MS
 from plugins_app.runtime.engine.api import EngineSide
-from plugins_app.runtime.engine.isolate import Isolate, IsolateLost, LoadCostIsolate
+from plugins_app.runtime.engine.isolate import (
+    Isolate,
+    IsolateLost,
+    JSEvalException,
+    JSFunction,
+    JSOOMException,
+    LoadCostIsolate,
+)
 from plugins_app.runtime.engine.v8_queue import Early, EvalQueue
 from plugins_app.runtime.protocol import CrashKind, HandlerRef, Job, JsonObject, Op, RunResult, RunState, TraceEntry
 
