@@ -55,16 +55,26 @@ def test_an_account_whose_home_engine_frees_up_does_not_take_it_while_it_holds_a
             results.append(run_chain(tier, account, spec, [h], PROMPT_CONTEXT))
             tier.shutdown()   # this thread's links
 
+        def running(address):
+            return tier.ping(address)["running"]
+
+        def wait_for(condition, what):
+            deadline = time.monotonic() + 10
+            while not condition():
+                assert time.monotonic() < deadline, f"never {what}: {[running(a) for a in tier.engines]}"
+                time.sleep(0.01)
+
         threads = [threading.Thread(target=call, args=(other, short))]   # holds the sleeper's home engine
         threads[0].start()
-        time.sleep(0.2)
+        wait_for(lambda: running(home) == other, "ran the other account's call at home")
         threads.append(threading.Thread(target=call, args=("sleeper", long)))   # so it runs on the next one
         threads[1].start()
-        threads[0].join(10)   # the home engine is free again
-        time.sleep(0.1)
+        wait_for(lambda: "sleeper" in (running(a) for a in tier.engines), "ran the sleeper's first call")
+        threads[0].join(10)
+        wait_for(lambda: running(home) is None, "freed the home engine")
         threads.append(threading.Thread(target=call, args=("sleeper", long)))
         threads[2].start()
-        time.sleep(0.3)
+        wait_for(lambda: running(tier.lane[0]) == "sleeper", "ran the sleeper's second call in the lane")
         shared = {address: tier.ping(address)["running"] for address in tier.engines}
         lane = tier.ping(tier.lane[0])["running"]
         for thread in threads:
