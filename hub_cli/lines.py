@@ -63,7 +63,7 @@ def line_table(mappings: str) -> dict[int, int]:
 
 @cache
 def _typescript() -> Any:
-    from py_mini_racer import MiniRacer
+    from plugins_app.runtime.engine.isolate import MiniRacer
 
     from plugins_app.runtime.engine.jsassets import typescript_source
 

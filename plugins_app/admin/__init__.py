@@ -12,7 +12,6 @@ from plugins_app.admin.versions import pages  # noqa: F401
 
 from .scoping import (
     AccountScopedAdmin,
-    AccountScopedStackedInline,
     AccountScopedTabularInline,
     ReadOnlyAccountScopedAdmin,
 )
@@ -22,5 +21,5 @@ admin.site.site_title = "Middleware Hub"
 admin.site.index_title = "Plugins, chains and audit trails"
 home.install(admin.site)
 
-__all__ = ["AccountScopedAdmin", "AccountScopedStackedInline", "AccountScopedTabularInline",
+__all__ = ["AccountScopedAdmin", "AccountScopedTabularInline",
            "ReadOnlyAccountScopedAdmin"]

@@ -16,7 +16,7 @@ from plugins_app.services.scheduling import cron
 from .scoping import AccountScopedAdmin, AccountScopedTabularInline, ReadOnlyAccountScopedAdmin, per_object_action
 
 RECENT_RUNS = 20
-# services.cron names fields as the API does; the form's fields are the model's.
+# services.scheduling.cron names fields as the API does; the form's fields are the model's.
 FORM_FIELDS = {"agentId": "agent_id", "name": "name", "prompt": "prompt", "kind": "kind", "enabled": "enabled",
                "schedule.crontab": "cron_expression", "schedule.intervalSeconds": "interval_seconds",
                "schedule.timezone": "timezone"}

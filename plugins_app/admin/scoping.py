@@ -320,6 +320,3 @@ class AccountScopedTabularInline(AccountScopedInlineMixin, admin.TabularInline):
     pass
 
 
-class AccountScopedStackedInline(AccountScopedInlineMixin, admin.StackedInline):
-    pass
-

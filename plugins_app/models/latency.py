@@ -9,7 +9,7 @@ from .plugins import HOOK_CHOICES
 
 class LatencyHistogram(models.Model):
     """One window of one plugin's handler runs on one hook: a sparse histogram of durations
-    (bucket index -> count, see services/latency.py for the bounds), exact min/max/sum, and how
+    (bucket index -> count, see services/observability/latency.py for the bounds), exact min/max/sum, and how
     many runs ended in each status. Histograms of several windows merge by adding counts."""
 
     class Resolution(models.TextChoices):

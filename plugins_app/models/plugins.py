@@ -66,9 +66,9 @@ class Installation(models.Model):
                                help_text="ISO timestamps of recent timeouts, wedges and memory overruns.")
     slow_lane_until = models.DateTimeField(null=True, blank=True)
     slow_lane_reason = models.CharField(max_length=500, blank=True)
-    # The number of the PluginVersion that runs (services/versions.py); null before versions existed.
+    # The number of the PluginVersion that runs (services/versions/releases.py); null before versions existed.
     live_version = models.PositiveIntegerField(null=True, blank=True)
-    # Shadow mode (services/shadow.py): a shadowed installation leaves the live chains and runs after
+    # Shadow mode (services/versions/shadow.py): a shadowed installation leaves the live chains and runs after
     # them on a copy of the context; a shadowed draft runs that way next to the live code.
     mode = models.CharField(max_length=10, choices=[("live", "live"), ("shadow", "shadow")], default="live")
     shadow_version = models.PositiveIntegerField(null=True, blank=True)

@@ -9,7 +9,7 @@ from accounts.models import Account
 
 class CronJob(models.Model):
     """A mission an agent runs on a schedule. Its PeriodicTask (django-celery-beat) is derived
-    from `cron_expression` / `interval_seconds` and `enabled` by services.cron, never by hand."""
+    from `cron_expression` / `interval_seconds` and `enabled` by services.scheduling.cron, never by hand."""
 
     class Kind(models.TextChoices):
         CRON_JOB = "cron_job", "Cron job"

@@ -321,6 +321,3 @@ class TryItForm(AccountChoiceMixin, forms.Form):
         else:
             self.add_error("context" if self.uses_json() else None, f"{field or 'context'}: {exc.detail}")
 
-
-def sample_context_text(hook: str) -> str:
-    return json.dumps(example_context(hook), indent=2)

@@ -9,12 +9,16 @@ import hashlib
 import json
 from typing import cast
 
-from py_mini_racer import MiniRacer
-from py_mini_racer._exc import JSEvalException, JSOOMException
-
 from plugins_app.runtime import positions
 from plugins_app.runtime.engine import jsassets
-from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
+from plugins_app.runtime.engine.isolate import (
+    LOAD_TIMEOUT_SECONDS,
+    Isolate,
+    IsolateLost,
+    JSEvalException,
+    JSOOMException,
+    MiniRacer,
+)
 from plugins_app.runtime.protocol import JsonObject, Limits
 from plugins_app.runtime.tables.error_hints import explain
 from plugins_app.runtime.tables.sdk_types import middleware_d_ts

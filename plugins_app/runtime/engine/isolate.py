@@ -11,8 +11,12 @@ import threading
 import time
 from typing import cast
 
-from py_mini_racer import JSFunction, MiniRacer, PythonJSConvertedTypes
-from py_mini_racer._exc import JSEvalException, JSOOMException
+# mini-racer is imported here and in v8_queue.py only; the other engine modules take its types from here.
+from py_mini_racer import JSEvalException as JSEvalException
+from py_mini_racer import JSFunction as JSFunction
+from py_mini_racer import JSOOMException as JSOOMException
+from py_mini_racer import MiniRacer as MiniRacer
+from py_mini_racer import PythonJSConvertedTypes
 
 from plugins_app.runtime import wire
 from plugins_app.runtime.engine import jsassets
@@ -24,7 +28,6 @@ from plugins_app.runtime.tables.members import harness_members_json
 # The harness's progress header: the entered invocation's run seq and handler index, the checkpoint's
 # length, handler index and run seq, padding, and when that invocation entered the isolate.
 _HEADER = struct.Struct("<6id")
-__all__ = ["JSEvalException", "JSOOMException", "Isolate", "IsolateLost", "LoadCostIsolate", "LOAD_TIMEOUT_SECONDS"]
 CLOSE_TIMEOUT_SECONDS = 5.0
 LOAD_TIMEOUT_SECONDS = 1.0   # loading one installation's code (its top level must finish by then)
 

@@ -60,7 +60,7 @@ def member(name: str, *, writes: bool | Callable[[list], bool] = False, stand_in
     what a dry run answers instead of calling it; `live_read` tests a call of an outward member for
     a plain read an account admin may let a replay make."""
     if name not in BRIDGED_MEMBERS:
-        raise ValueError(f"host.{name} is not a bridged member in plugins_app/runtime/members.py")
+        raise ValueError(f"host.{name} is not a bridged member in plugins_app/runtime/tables/members.py")
     if live_read is not None and name not in OUTWARD_MEMBERS:
         raise ValueError(f"host.{name}: only an outward member has live reads")
 
@@ -100,7 +100,7 @@ def register_members(functions: list[Member]) -> None:
             live_reads[name] = live_read
     missing = sorted(BRIDGED_MEMBERS - set(found))
     if missing:
-        raise ValueError("host members in runtime/members.py without a function: " + ", ".join(missing))
+        raise ValueError("host members in runtime/tables/members.py without a function: " + ", ".join(missing))
     MEMBERS.clear()
     MEMBERS.update(found)
     WRITES.clear()
