@@ -64,7 +64,6 @@ def line_table(mappings: str) -> dict[int, int]:
 @cache
 def _typescript() -> Any:
     from plugins_app.runtime.engine.isolate import MiniRacer
-
     from plugins_app.runtime.engine.jsassets import typescript_source
 
     context = MiniRacer()
