@@ -14,6 +14,8 @@ from plugins_app.services.scheduling.config import SchedulingConfig
 from plugins_app.services.secrets.config import SecretsConfig
 from plugins_app.services.ssh.config import SshConfig
 
+from middleware_hub.database import DatabaseConfig
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 # HUB_VAR_DIR moves the SQLite file and the file-system broker (tests run a whole dev hub in a temp dir).
 VAR_DIR = Path(os.environ.get("HUB_VAR_DIR") or BASE_DIR / "var")
@@ -119,13 +121,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # the write lock when they begin: one that read first could not upgrade later while
     # another connection had committed (SQLite refuses at once, whatever the timeout).
     DATABASES["default"]["OPTIONS"] = {
-        "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL;",
         "transaction_mode": "IMMEDIATE",
     }
     # A file rather than memory, so the Celery workers an integration test starts share the test
     # database; one per test process, so concurrent runs in one checkout don't collide.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+# Timeouts on every connection (docs/configuration.md): a hung or locked database fails a request
+# within seconds, which the API answers as its JSON 503 (plugins_app/api/errors.py).
+HUB_DATABASE = DatabaseConfig.from_env(os.environ)
+DATABASES["default"] = HUB_DATABASE.apply(DATABASES["default"])
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
