@@ -4,6 +4,7 @@ from pathlib import Path
 
 import dj_database_url
 
+from middleware_hub.database import DatabaseConfig
 from plugins_app.runtime.config import EngineConfig
 from plugins_app.runtime.environment import Env
 from plugins_app.services.engine.config import AdmissionConfig
@@ -13,8 +14,6 @@ from plugins_app.services.observability.config import MetricsConfig, TailConfig
 from plugins_app.services.scheduling.config import SchedulingConfig
 from plugins_app.services.secrets.config import SecretsConfig
 from plugins_app.services.ssh.config import SshConfig
-
-from middleware_hub.database import DatabaseConfig
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # HUB_VAR_DIR moves the SQLite file and the file-system broker (tests run a whole dev hub in a temp dir).
