@@ -210,7 +210,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# django-celery-beat's, naming each cron slot by when it was sent (two beats fire a slot once).
+CELERY_BEAT_SCHEDULER = "plugins_app.services.scheduling.beat:SlotScheduler"
 CELERY_TIMEZONE = TIME_ZONE
 
 # Each concern's settings as one typed, validated value (its class says what each field does and

@@ -80,13 +80,35 @@ def test_an_overlapping_slot_is_skipped_without_firing_the_hook(api_client, job,
 
 
 def test_the_same_slot_delivered_twice_fires_once(job, platform, eager, django_capture_on_commit_callbacks):
+    slot = {"slot_at": "2026-12-05T02:00:00.412+00:00"}
     with django_capture_on_commit_callbacks(execute=True):
-        tasks.fire_cron_slot.apply(args=[job.pk], task_id="slot-1")
-        tasks.fire_cron_slot.apply(args=[job.pk], task_id="slot-1")
+        tasks.fire_cron_slot.apply(args=[job.pk], kwargs=slot, task_id="slot-1")
+        tasks.fire_cron_slot.apply(args=[job.pk], kwargs=slot, task_id="slot-1")
     assert CronRun.objects.count() == 1
     assert CronRun.objects.get().trigger == "schedule"
     assert hook_runs("cronJobFiring") == 1
     assert len(platform.calls_to("/missions")) == 1
+
+
+def test_one_slot_sent_by_two_beats_fires_once(job, platform, eager, django_capture_on_commit_callbacks):
+    # Two `celery beat` processes each send the 02:00 slot, seconds apart, as tasks of their own ids
+    # (issue 40, item 9: every slot fired twice): the run row, one per job and slot, is claimed first.
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.fire_cron_slot.apply(args=[job.pk], kwargs={"slot_at": "2026-12-05T02:00:00.105+00:00"})
+        tasks.fire_cron_slot.apply(args=[job.pk], kwargs={"slot_at": "2026-12-05T02:00:03.870+00:00"})
+    assert CronRun.objects.count() == 1
+    assert hook_runs("cronJobFiring") == 1
+    assert len(platform.calls_to("/missions")) == 1
+
+
+def test_an_interval_slot_is_its_bucket_whichever_beat_sends_it(job):
+    job.interval_seconds, job.cron_expression = 300, ""
+    at = timezone.now().replace(hour=2, minute=0, second=0, microsecond=0)
+    first = cron.slot_key(job, at + timedelta(seconds=7))       # one beat's tick
+    assert cron.slot_key(job, at + timedelta(seconds=212)) == first   # the other beat's, same bucket
+    assert cron.slot_key(job, at + timedelta(seconds=307)) != first   # the next slot
+    job.interval_seconds, job.cron_expression = None, "0 2 * * *"
+    assert cron.slot_key(job, at + timedelta(seconds=1)) == cron.slot_key(job, at + timedelta(seconds=40))
 
 
 def test_a_disabled_job_ignores_its_schedule_but_can_run_now(api_client, job, platform, eager,
