@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from plugins_app.runtime.environment import Env
 
@@ -27,15 +28,15 @@ class DatabaseConfig:
                    lock_timeout_seconds=env.number("DATABASE_LOCK_TIMEOUT_SECONDS", 2.0),
                    sqlite_timeout_seconds=env.number("DATABASE_SQLITE_TIMEOUT_SECONDS", 5.0))
 
-    def apply(self, database: dict) -> dict:
-        """`database` (one of settings.DATABASES) with these timeouts in its OPTIONS; options the URL
-        itself gave (`?connect_timeout=10`, `?options=-c ...`) come last, so they win."""
-        options = dict(database.get("OPTIONS") or {})
-        if database["ENGINE"] == POSTGRESQL:
+    def options(self, engine: str, given: Mapping[str, Any]) -> dict[str, Any]:
+        """A database's OPTIONS (settings.DATABASES) with these timeouts; options the URL itself gave
+        (`?connect_timeout=10`, `?options=-c ...`) come last, so they win."""
+        options = dict(given)
+        if engine == POSTGRESQL:
             server = (f"-c statement_timeout={round(self.statement_timeout_seconds * 1000)} "
                       f"-c lock_timeout={round(self.lock_timeout_seconds * 1000)}")
             options["options"] = f"{server} {options['options']}" if options.get("options") else server
             options.setdefault("connect_timeout", self.connect_timeout_seconds)
-        elif database["ENGINE"] == SQLITE:
+        elif engine == SQLITE:
             options.setdefault("timeout", self.sqlite_timeout_seconds)
-        return {**database, "OPTIONS": options}
+        return options

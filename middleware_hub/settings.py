@@ -129,7 +129,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # Timeouts on every connection (docs/configuration.md): a hung or locked database fails a request
 # within seconds, which the API answers as its JSON 503 (plugins_app/api/errors.py).
 HUB_DATABASE = DatabaseConfig.from_env(os.environ)
-DATABASES["default"] = HUB_DATABASE.apply(DATABASES["default"])
+DATABASES["default"]["OPTIONS"] = HUB_DATABASE.options(DATABASES["default"]["ENGINE"],
+                                                       DATABASES["default"].get("OPTIONS") or {})
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -205,7 +206,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     }
     for _folder in _broker_folders.values():
         _folder.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {key: str(path) for key, path in _broker_folders.items()}
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {key: str(path) for key, path in _broker_folders.items()}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
@@ -217,6 +218,11 @@ CELERY_TIMEZONE = TIME_ZONE
 # Each concern's settings as one typed, validated value (its class says what each field does and
 # which variable sets it); a bad value stops the start with the variable's name.
 HUB_SCHEDULING = SchedulingConfig.from_env(os.environ)   # missions, timers, platform deliveries
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # Bounded waits on a Redis that hangs (kombu's default is forever): a worker, beat or readyz gives
+    # up and reconnects instead of hanging with it. Web processes publish through the outbox's thread.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": HUB_SCHEDULING.broker_timeout_seconds,
+                                       "socket_connect_timeout": HUB_SCHEDULING.broker_timeout_seconds}
 HUB_HOST = HostConfig.from_env(os.environ, debug=DEBUG)    # host.fetch, the platform bridge, host.llm, logs
 HUB_SSH = SshConfig.from_env(os.environ)
 HUB_SECRETS = SecretsConfig.from_env(os.environ)   # account secrets' encryption keys

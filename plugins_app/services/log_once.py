@@ -23,7 +23,7 @@ class OncePerInterval:
         self._lock = threading.Lock()
         self._kinds: dict[Hashable, list[float]] = {}   # kind -> [when last logged, held back since]
 
-    def log(self, kind: Hashable, level: int, message: str, *args: object, exc_info: object = None) -> bool:
+    def log(self, kind: Hashable, level: int, message: str, *args: object, exc_info: bool = False) -> bool:
         """Whether a line was written now."""
         now = self._clock()
         with self._lock:

@@ -33,13 +33,12 @@ def buffered_key_use(settings):
 
 def test_every_connection_gets_the_timeouts_and_the_url_still_wins():
     config = DatabaseConfig.from_env({"DATABASE_LOCK_TIMEOUT_SECONDS": "1.5"})
-    pg = config.apply({"ENGINE": POSTGRESQL, "OPTIONS": {}})["OPTIONS"]
+    pg = config.options(POSTGRESQL, {})
     assert pg == {"options": "-c statement_timeout=5000 -c lock_timeout=1500", "connect_timeout": 2}
-    given = config.apply({"ENGINE": POSTGRESQL, "OPTIONS": {"connect_timeout": 9, "options": "-c lock_timeout=0"}})
-    assert given["OPTIONS"] == {"options": "-c statement_timeout=5000 -c lock_timeout=1500 -c lock_timeout=0",
-                                "connect_timeout": 9}
-    assert config.apply({"ENGINE": SQLITE, "OPTIONS": {"init_command": "x"}})["OPTIONS"] == {
-        "init_command": "x", "timeout": 5.0}
+    given = config.options(POSTGRESQL, {"connect_timeout": 9, "options": "-c lock_timeout=0"})
+    assert given == {"options": "-c statement_timeout=5000 -c lock_timeout=1500 -c lock_timeout=0",
+                     "connect_timeout": 9}
+    assert config.options(SQLITE, {"init_command": "x"}) == {"init_command": "x", "timeout": 5.0}
     # The running hub's own connection has them.
     options = connection.settings_dict["OPTIONS"]
     if connection.vendor == "postgresql":
