@@ -55,6 +55,7 @@ def frozen_redis(tmp_path):
         proc.wait(10)
 
 
+@pytest.mark.integration
 @pytest.mark.django_db
 def test_a_frozen_redis_never_holds_an_execute_call_and_the_tail_comes_back(frozen_redis, settings, api_client,
                                                                              install, account):
