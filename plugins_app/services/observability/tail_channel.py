@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
+from plugins_app.errors import Unavailable
 from plugins_app.services.observability.redis_guard import Breaker, Sender
 
 LISTEN_FRESH_SECONDS = 10.0   # a stream refreshes its marker every few seconds; older means gone
@@ -208,8 +209,19 @@ class RedisChannel:
         self.sender.submit(send)
 
     def subscribe(self, account_id: int) -> RedisSubscription:
+        """A stream's subscription (the tail request waits on Redis, bounded by the timeout; a Redis the
+        breaker gave up on, or that does not answer now, is the API's JSON 503)."""
+        from redis.exceptions import RedisError
+
+        retry = max(1, round(self.sender.breaker.cool_down))
+        if not self.sender.breaker.may_ask():
+            raise Unavailable("the live tail's Redis is not answering; try again shortly", retry_after=retry)
         self._seen.pop(account_id, None)
-        return RedisSubscription(self._redis, self._name(account_id))
+        try:
+            return RedisSubscription(self._redis, self._name(account_id))
+        except RedisError:
+            self.sender.breaker.failed()
+            raise Unavailable("the live tail's Redis is not answering; try again shortly", retry_after=retry) from None
 
 
 class RedisSubscription:
