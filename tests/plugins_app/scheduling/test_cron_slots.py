@@ -384,3 +384,22 @@ def test_concurrent_first_calls_of_a_fresh_process_all_find_the_task():
                             env={**os.environ, "DJANGO_SETTINGS_MODULE": "middleware_hub.settings"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "failures: 0 []"
+
+
+def test_beats_scheduler_sends_each_slot_with_the_time_it_was_sent(monkeypatch):
+    from django_celery_beat.schedulers import DatabaseScheduler
+
+    from plugins_app.services.scheduling import beat
+
+    class Entry:
+        task, name, args, kwargs, options = "plugins_app.tasks.fire_cron_slot", "cron job 7", [7], {}, {}
+
+    sent = []
+    monkeypatch.setattr(DatabaseScheduler, "apply_async",
+                        lambda self, entry, producer=None, advance=True, **kw: sent.append((entry, advance)))
+    scheduler = beat.SlotScheduler.__new__(beat.SlotScheduler)   # its parts that sending uses only
+    scheduler.apply_async(Entry(), advance=False)
+    [(entry, advance)] = sent
+    assert advance is False and entry.args == [7] and entry.task == Entry.task
+    at = timezone.datetime.fromisoformat(entry.kwargs["slot_at"])
+    assert abs((timezone.now() - at).total_seconds()) < 60 and Entry.kwargs == {}
