@@ -35,7 +35,7 @@ class OncePerInterval:
                 self._kinds.pop(next(iter(self._kinds)))
             self._kinds[kind] = [now, 0]
         if state is None:
-            self.logger.log(level, message, *args, exc_info=exc_info)
+            self.logger.log(level, message, *args, exc_info=exc_info or None)
         elif state[1]:
             self.logger.log(level, message + " (%d more since the last such line, %.0f s ago)", *args,
                             int(state[1]), now - state[0])

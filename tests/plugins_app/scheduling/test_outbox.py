@@ -121,7 +121,11 @@ def test_a_full_disk_leaves_no_temporary_files_and_logs_its_losses_once_per_inte
     import logging
     from pathlib import Path
 
+    written = Path.write_text
+
     def full(self, data, *args, **kwargs):
+        if tmp_path not in self.parents:   # the process's own outbox, or anything else: as it was
+            return written(self, data, *args, **kwargs)
         self.touch()   # the file is created; its bytes find no room
         raise OSError(errno.ENOSPC, "No space left on device")
 
@@ -140,4 +144,4 @@ def test_a_full_disk_leaves_no_temporary_files_and_logs_its_losses_once_per_inte
     assert list((tmp_path / "spool").iterdir()) == []   # nothing half written left behind
     lines = [r for r in caplog.records if r.name == "plugins_app.services.scheduling.outbox"]
     assert 1 <= len(lines) <= 4, [r.getMessage() for r in lines]   # the outage and the losses, each once
-    assert sum(r.exc_info is not None for r in lines) <= 1
+    assert sum(r.exc_info is not None for r in lines) <= 1, [(r.getMessage()[:60], r.exc_info) for r in lines]
