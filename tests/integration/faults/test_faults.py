@@ -169,8 +169,8 @@ SLOWEST_BOUND_SECONDS = 3   # issue 40: a frozen part costs no call more than th
 
 def test_a_frozen_redis_holds_no_execute_call(hub):
     # Issue 40, item 2: SIGSTOP Redis 20 s gave 25 answers in 20 s, each waiting out redis-py's timeout
-    # in the live tail's "anyone listening?" check, asked on the request's path.
-    wait_until(lambda: hub.shadow_calls() >= hub.answered - PREFETCHED, 120, "the shadow backlog to drain")
+    # in the live tail's "anyone listening?" check, asked on the request's path. (Shadow runs a killed
+    # worker held in an earlier scenario come back only after Redis's visibility timeout: not awaited.)
     shadow_before, answered_before, lines_before = hub.shadow_calls(), hub.answered, hub.log_lines()
     with Load(hub) as load:
         load.wait_for_answers(STEADY, 0)
