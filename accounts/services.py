@@ -78,5 +78,9 @@ def users_addable_by(admin_account_ids: Iterable[int]) -> models.QuerySet[User]:
 
 def lock_account(account_id: int) -> None:
     """Hold the account's row until the transaction ends, so changes to its chains apply one after
-    the other (a row lock on PostgreSQL; SQLite serialises writers anyway). Call inside atomic()."""
-    list(Account.objects.select_for_update().filter(pk=account_id).values_list("pk", flat=True))
+    the other (a row lock on PostgreSQL; SQLite serialises writers anyway). Call inside atomic(), as the
+    transaction's first write, before any row of the account's chains or installations is touched: every
+    writer then queues here, in one order, and none holds a row another waits for (issue 40, item 4).
+    FOR NO KEY UPDATE: it excludes the other writers, but not the key-share lock a row that refers to
+    the account takes (an execute call's cancel row, a metering row), so those never wait on an admin."""
+    list(Account.objects.select_for_update(no_key=True).filter(pk=account_id).values_list("pk", flat=True))

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import dj_database_url
 
+from middleware_hub.database import DatabaseConfig
 from plugins_app.runtime.config import EngineConfig
 from plugins_app.runtime.environment import Env
 from plugins_app.services.engine.config import AdmissionConfig
@@ -104,13 +105,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # the write lock when they begin: one that read first could not upgrade later while
     # another connection had committed (SQLite refuses at once, whatever the timeout).
     DATABASES["default"]["OPTIONS"] = {
-        "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL;",
         "transaction_mode": "IMMEDIATE",
     }
     # A file rather than memory, so the Celery workers an integration test starts share the test
     # database; one per test process, so concurrent runs in one checkout don't collide.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+# Timeouts on every connection (docs/configuration.md): a hung or locked database fails a request
+# within seconds, which the API answers as its JSON 503 (plugins_app/api/errors.py).
+HUB_DATABASE = DatabaseConfig.from_env(os.environ)
+DATABASES["default"]["OPTIONS"] = HUB_DATABASE.options(DATABASES["default"]["ENGINE"],
+                                                       DATABASES["default"].get("OPTIONS") or {})
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -186,17 +191,23 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     }
     for _folder in _broker_folders.values():
         _folder.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {key: str(path) for key, path in _broker_folders.items()}
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {key: str(path) for key, path in _broker_folders.items()}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = _env.flag("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# django-celery-beat's, naming each cron slot by when it was sent (two beats fire a slot once).
+CELERY_BEAT_SCHEDULER = "plugins_app.services.scheduling.beat:SlotScheduler"
 CELERY_TIMEZONE = TIME_ZONE
 
 # Each concern's settings as one typed, validated value (its class says what each field does and
 # which variable sets it); a bad value stops the start with the variable's name.
 HUB_SCHEDULING = SchedulingConfig.from_env(os.environ)   # missions, timers, platform deliveries
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # Bounded waits on a Redis that hangs (kombu's default is forever): a worker, beat or readyz gives
+    # up and reconnects instead of hanging with it. Web processes publish through the outbox's thread.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": HUB_SCHEDULING.broker_timeout_seconds,
+                                       "socket_connect_timeout": HUB_SCHEDULING.broker_timeout_seconds}
 HUB_HOST = HostConfig.from_env(os.environ, debug=DEBUG)    # host.fetch, the platform bridge, host.llm, logs
 HUB_SSH = SshConfig.from_env(os.environ)
 HUB_SECRETS = SecretsConfig.from_env(os.environ)   # account secrets' encryption keys

@@ -20,9 +20,10 @@ def _last_attempt(task) -> bool:
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True)
-def fire_cron_slot(self, job_id: int):
-    """Beat's slot of a cron job; the task id identifies the slot, so a redelivery fires nothing new."""
-    cron.fire_slot(job_id, trigger_key=self.request.id)
+def fire_cron_slot(self, job_id: int, slot_at: str | None = None):
+    """Beat's slot of a cron job; the job and the slot's time (SlotScheduler sends it) identify the
+    slot, so a redelivery, or the same slot from a second beat, fires nothing new."""
+    cron.fire_scheduled_slot(job_id, slot_at)
 
 
 @delivery_task

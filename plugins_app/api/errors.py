@@ -1,7 +1,6 @@
 """The one place API errors become responses: {"error": {"code", "message", "field", ...}}."""
 
 import logging
-import time
 from typing import Any
 
 from django.conf import settings
@@ -14,12 +13,13 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from plugins_app.errors import HubError, PayloadTooLarge, Unavailable
 from plugins_app.runtime.web.tier import EngineUnavailable
+from plugins_app.services.log_once import OncePerInterval
 
 logger = logging.getLogger(__name__)
 ENGINE_RETRY_SECONDS = 1     # a dead supervisor is started again within about a second
 DATABASE_RETRY_SECONDS = 5   # a database restart or failover takes seconds
 OUTAGE_LOG_SECONDS = 10      # an outage is logged once per this many seconds, not once per call
-_last_logged: dict[str, float] = {}
+_outages = OncePerInterval(logger, OUTAGE_LOG_SECONDS)
 
 
 def _message(detail) -> str:
@@ -59,10 +59,8 @@ def _outage(exc) -> Unavailable | None:
                             retry_after=DATABASE_RETRY_SECONDS)
     else:
         return None
-    kind, now = type(exc).__name__, time.monotonic()
-    if now - _last_logged.get(kind, -OUTAGE_LOG_SECONDS) >= OUTAGE_LOG_SECONDS:
-        _last_logged[kind] = now
-        logger.warning("answering 503: %s (%s: %s)", found.detail, kind, exc)
+    _outages.log(type(exc).__name__, logging.WARNING, "answering 503: %s (%s: %s)", found.detail,
+                 type(exc).__name__, exc)
     return found
 
 

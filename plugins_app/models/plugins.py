@@ -97,6 +97,9 @@ class ChainEntry(models.Model):
         ordering = ["position", "id"]
         constraints = [
             models.UniqueConstraint(fields=["installation", "hook"], name="one_entry_per_hook"),
+            # Two entries of one chain never share a place (issue 40, item 5): writers hold the
+            # account's lock, and this proves they did. Contiguity (0..n-1) is the services' to keep.
+            models.UniqueConstraint(fields=["account", "hook", "position"], name="one_entry_per_position"),
         ]
         indexes = [models.Index(fields=["account", "hook", "position"])]
         verbose_name_plural = "chain entries"

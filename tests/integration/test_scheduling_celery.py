@@ -146,3 +146,26 @@ def test_a_timer_survives_a_worker_restart(account, platform, client, celery):
     assert call["body"]["message"] == "still here?"
     wait_until(lambda: Notification.objects.filter(pk=int(body["notification"]["id"]), status="delivered").exists(),
                WAIT, "the timer to be marked delivered", details=celery.logs)
+
+
+def test_two_beats_fire_each_slot_once(account, settings, sentinel, platform, celery):
+    # Issue 40, item 9: two `celery beat` processes fired every slot twice. Each beat sends every slot
+    # (its log says so); the run row, one per job and slot, is claimed before the slot fires.
+    every = 3
+    celery.start("worker")
+    first, second = celery.start("beat"), celery.start("beat")
+    job = interval_job(account, settings, every=every)
+    beats = [name for name, proc in celery.procs.items() if proc in (first, second)]
+
+    def sent(name: str) -> int:
+        return celery.log(name).count(f"Sending due task cron job {job.pk}")
+
+    wait_until(lambda: all(sent(name) >= 4 for name in beats), WAIT, "each beat to send four slots",
+               details=celery.logs)
+    wait_until(lambda: len(runs_of(job)) >= 3, WAIT, "the slots to be run", details=celery.logs)
+    runs = runs_of(job, trigger="schedule")
+    span = (runs[-1].slot_at - runs[0].slot_at).total_seconds()
+    # One run per slot (the first fires; while it is running later ones are recorded as skipped):
+    # with each slot fired twice there would be about two per interval.
+    assert len(runs) <= span / every + 2, [(r.slot_at, r.status, r.trigger_key) for r in runs]
+    assert len(platform.calls_to("/missions")) == 1   # the one that fired is still running

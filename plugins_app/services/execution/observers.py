@@ -10,6 +10,7 @@ from typing import Any
 
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.web.chain import ChainResult
+from plugins_app.services.log_once import OncePerInterval
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +37,8 @@ class AfterChain:
 
     def __init__(self) -> None:
         self._observers: dict[str, Observer] = {}
+        # An observer that fails fails on every call while its part is away: a line per kind per interval.
+        self._failures = OncePerInterval(logger)
 
     def add(self, name: str, observer: Observer) -> None:
         self._observers[name] = observer   # by name: a second ready() (tests) replaces, never doubles
@@ -50,9 +53,11 @@ class AfterChain:
         for name, observer in list(self._observers.items()):
             try:
                 observer(run)
-            except Exception:
-                logger.exception("the after-chain observer %r failed on a %s run of account %s",
-                                 name, run.spec.name, getattr(run.account, "pk", None))
+            except Exception as exc:
+                self._failures.log((name, type(exc).__name__), logging.ERROR,
+                              "the after-chain observer %r failed on a %s run of account %s (%s: %s)", name,
+                              run.spec.name, getattr(run.account, "pk", None), type(exc).__name__, exc,
+                              exc_info=True)
 
 
 after_chain = AfterChain()

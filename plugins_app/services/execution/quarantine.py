@@ -63,6 +63,7 @@ def _locked(account_id, installation_id) -> Installation | None:
     account_pk, installation_pk = _as_pk(account_id), _as_pk(installation_id)
     if account_pk is None or installation_pk is None:
         return None
+    chains.lock_account(account_pk)   # as every writer of the account's installations and chains: first
     return (Installation.objects.select_for_update()
             .filter(pk=installation_pk, account_id=account_pk).first())
 
@@ -211,6 +212,7 @@ def _note_quarantine_skip(account_pk, installation_pk, hook: str, plugin_slug: s
 @transaction.atomic
 def release(account, installation_id) -> Installation:
     """End the quarantine and slow lane now and forget the strikes; another account's id is NotFound."""
+    chains.lock_account(account.pk)
     installation = plugins.get_installation(account, installation_id)
     if is_quarantined(installation) or in_slow_lane(installation) or installation.strikes:
         changes.record(account.pk, changes.ACTIONS.RELEASE, f"released {installation.plugin.slug}",

@@ -35,6 +35,8 @@ class TailConfig:
     redis_url: str = ""       # the pub/sub server when channel is "redis"
     directory: str = ""       # the file ring's folder when channel is "file"
     max_seconds: int = 900    # one stream's longest life; `hub tail` reconnects
+    redis_timeout_seconds: float = 0.5   # the tail's Redis client: connect and socket timeout (one try)
+    redis_retry_seconds: float = 5.0     # a Redis that did not answer is not asked again for this long
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, broker_url: str, var_dir: str) -> TailConfig:
@@ -46,4 +48,6 @@ class TailConfig:
             raise ConfigError("HUB_TAIL_CHANNEL=redis needs HUB_TAIL_REDIS_URL (or a redis:// CELERY_BROKER_URL)")
         channel = "redis" if wanted == "redis" or (wanted == "auto" and redis_url) else "file"
         return cls(channel=channel, redis_url=redis_url, directory=env.text("HUB_TAIL_DIR") or f"{var_dir}/tail",
-                   max_seconds=env.integer("HUB_TAIL_MAX_SECONDS", 900, minimum=1))
+                   max_seconds=env.integer("HUB_TAIL_MAX_SECONDS", 900, minimum=1),
+                   redis_timeout_seconds=env.number("HUB_TAIL_REDIS_TIMEOUT_SECONDS", 0.5, minimum=0.05),
+                   redis_retry_seconds=env.number("HUB_TAIL_REDIS_RETRY_SECONDS", 5.0))

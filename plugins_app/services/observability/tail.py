@@ -32,7 +32,8 @@ def get_channel() -> tail_channel.Channel:
     with _channel_lock:
         if _channel is None:
             config = settings.HUB_TAIL
-            _channel = (tail_channel.RedisChannel(config.redis_url) if config.channel == "redis"
+            _channel = (tail_channel.RedisChannel(config.redis_url, config.redis_timeout_seconds,
+                                                  config.redis_retry_seconds) if config.channel == "redis"
                         else tail_channel.FileChannel(config.directory))
         return _channel
 

@@ -5,8 +5,8 @@ the stream. Two channels, chosen by TailConfig (docs/cli.md#live-tail says why):
 - `RedisChannel`: pub/sub on `hub:tail:<account>` when the hub has a Redis (across machines too);
 - `FileChannel`: an append-only file per account in a shared folder, read from its end by each stream
   (one machine, no server): a line is written with one O_APPEND write, so lines never interleave.
-Both publish only while someone listens (a marker a stream refreshes), so an untailed account costs
-one cached check per run."""
+Both publish only while someone listens (a marker a stream refreshes; for Redis, what the last PUBLISH
+answered), so an untailed account costs one cached check per run."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
+
+from plugins_app.errors import Unavailable
+from plugins_app.services.observability.redis_guard import Breaker, Sender
 
 LISTEN_FRESH_SECONDS = 10.0   # a stream refreshes its marker every few seconds; older means gone
 CHECK_CACHE_SECONDS = 0.5     # a publisher asks "anyone listening?" at most this often per account
@@ -167,27 +170,58 @@ class FileSubscription:
 
 
 class RedisChannel:
-    def __init__(self, url: str):
-        import redis  # only a hub with a Redis needs the client loaded
+    """Publishing never waits on Redis (issue 40, item 2: a frozen Redis held every execute call for
+    redis-py's timeout in the "anyone listening?" check). Publishes are handed to a thread; PUBLISH
+    answers how many listened, and that answer is the cached "anyone listening?" (for
+    CHECK_CACHE_SECONDS; unknown or stale, the run is published to find out). A Redis that does not
+    answer within `timeout` opens the breaker: nothing is published or asked for `retry_seconds`,
+    then one publish probes it."""
 
-        self._redis = redis.Redis.from_url(url)
-        self._cache = _ListenCache()
+    def __init__(self, url: str, timeout: float = 0.5, retry_seconds: float = 5.0):
+        import redis  # only a hub with a Redis needs the client loaded
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        # One try, bounded: redis-py's default retries with backoff would multiply the wait.
+        self._redis = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                                           retry=Retry(NoBackoff(), 0))
+        self._seen: dict[int, tuple[float, bool]] = {}   # account -> (when PUBLISH answered, anyone listened)
+        self.sender = Sender("hub-tail-publisher", Breaker(retry_seconds))
 
     @staticmethod
     def _name(account_id: int) -> str:
         return f"hub:tail:{int(account_id)}"
 
     def listening(self, account_id: int) -> bool:
-        def probe() -> bool:
-            return any(count for _, count in self._redis.pubsub_numsub(self._name(account_id)))
-        return self._cache.get(account_id, probe)
+        """From memory only: the last PUBLISH's answer while fresh; else whether Redis may be asked."""
+        seen = self._seen.get(account_id)
+        if seen is not None and time.monotonic() - seen[0] < CHECK_CACHE_SECONDS:
+            return seen[1]
+        return self.sender.breaker.may_ask()
 
     def publish(self, account_id: int, events: list[dict]) -> None:
-        self._redis.publish(self._name(account_id), _lines(events))
+        name, data = self._name(account_id), _lines(events)
+
+        def send() -> None:
+            listeners = self._redis.publish(name, data)
+            self._seen[account_id] = (time.monotonic(), bool(listeners))
+
+        self.sender.submit(send)
 
     def subscribe(self, account_id: int) -> RedisSubscription:
-        self._cache.forget(account_id)
-        return RedisSubscription(self._redis, self._name(account_id))
+        """A stream's subscription (the tail request waits on Redis, bounded by the timeout; a Redis the
+        breaker gave up on, or that does not answer now, is the API's JSON 503)."""
+        from redis.exceptions import RedisError
+
+        retry = max(1, round(self.sender.breaker.cool_down))
+        if not self.sender.breaker.may_ask():
+            raise Unavailable("the live tail's Redis is not answering; try again shortly", retry_after=retry)
+        self._seen.pop(account_id, None)
+        try:
+            return RedisSubscription(self._redis, self._name(account_id))
+        except RedisError:
+            self.sender.breaker.failed()
+            raise Unavailable("the live tail's Redis is not answering; try again shortly", retry_after=retry) from None
 
 
 class RedisSubscription:

@@ -114,10 +114,15 @@ def _sync_one(manifest: dict) -> SyncResult:
               "source": manifest["source"], "settings_schema": manifest["settings"], **compiled}
     try:
         with transaction.atomic():
-            plugin = Plugin.objects.select_for_update().filter(account=None, slug=slug).first()
+            # No key lock: installing it meanwhile (a row that refers to it) need not wait for the sync.
+            plugin = Plugin.objects.select_for_update(no_key=True).filter(account=None, slug=slug).first()
             if plugin is None:
                 Plugin.objects.create(account=None, slug=slug, **wanted)
                 return SyncResult(slug, manifest["version"], "created")
+            # Every account it is installed in, in one order, before any write: a sync and admins'
+            # writes to those accounts queue one after the other, never each holding what the other wants.
+            for account_id in sorted(set(plugin.installations.values_list("account_id", flat=True))):
+                chains.lock_account(account_id)
             result = SyncResult(slug, manifest["version"], "unchanged")
             differing = [name for name in SYNCED_FIELDS if getattr(plugin, name) != wanted[name]]
             if differing and set(differing) <= set(COMPILED_FIELDS):
@@ -151,8 +156,11 @@ def _upgrade(plugin: Plugin, wanted: dict, result: SyncResult) -> None:
     plugin.save()
     added = [hook for hook in plugin.hooks if hook not in old_hooks]
     removed = [hook for hook in old_hooks if hook not in plugin.hooks]
+    installations = list(plugin.installations.order_by("account_id", "pk"))
     ChainEntry.objects.filter(installation__plugin=plugin, hook__in=removed).delete()
-    for installation in plugin.installations.all():
+    for account_id in sorted({i.account_id for i in installations}):
+        chains.compact(account_id, removed)
+    for installation in installations:
         chains.append_to_chains(installation, added)
         kept = [p for p in installation.granted_permissions if p in plugin.permissions]
         if kept != installation.granted_permissions:
@@ -212,6 +220,7 @@ def update_settings(account, installation_id, settings) -> Installation:
         raise InvalidInput("settings", "expected an object of setting name to value")
     patch = plugin_settings.clean_patch(plugin.slug, plugin.settings_schema, settings)
     with transaction.atomic():
+        chains.lock_account(account.pk)
         installation = Installation.objects.select_for_update().select_related("plugin").get(pk=installation.pk)
         before = installation.settings
         installation.settings = plugin_settings.merge(plugin.slug, plugin.settings_schema,

@@ -33,13 +33,31 @@ def _record_reorder(account, hook: str, before: list[ChainEntry], after: list[Ch
 
 
 def _renumber(entries: list[ChainEntry]) -> None:
-    for position, entry in enumerate(entries):
+    """Positions 0..n-1 in the order of `entries`, one whole chain, under the account's lock. The
+    chain's positions are unique (a constraint), checked row by row: the entries that move go first
+    past the chain's end, then to their places, so no two rows ever share a position on the way."""
+    moving = [(position, entry) for position, entry in enumerate(entries) if entry.position != position]
+    if not moving:
+        return
+    past_end = 1 + max(entry.position for entry in entries)
+    for offset, (_, entry) in enumerate(moving):
+        entry.position = past_end + offset
+    ChainEntry.objects.bulk_update([entry for _, entry in moving], ["position"])
+    for position, entry in moving:
         entry.position = position
-    ChainEntry.objects.bulk_update(entries, ["position"])
+    ChainEntry.objects.bulk_update([entry for _, entry in moving], ["position"])
+
+
+def compact(account_id: int, hooks) -> None:
+    """Close the gaps entries removed from these chains left: positions 0..n-1 again, in order.
+    The caller holds the account's lock."""
+    for hook in hooks:
+        _renumber(list(ChainEntry.objects.filter(account_id=account_id, hook=hook).order_by("position", "id")))
 
 
 def append_to_chains(installation: Installation, hooks) -> None:
-    """Put a new installation at the end of each chain it hooks."""
+    """Put a new installation at the end of each chain it hooks. The caller holds the account's lock
+    (lock_account), so the chain's end read here is still its end when the entry is written."""
     for hook in hooks:
         last = (ChainEntry.objects.filter(account_id=installation.account_id, hook=hook)
                 .aggregate(m=Max("position"))["m"])
@@ -85,7 +103,8 @@ def move_to(account, hook: str, installation_id: str, position: int) -> list[Cha
     current = chain_entries(account, hook)
     entries = [e for e in current if e.installation_id != installation.pk]
     entry = (ChainEntry.objects.filter(installation=installation, hook=hook).first()
-             or ChainEntry.objects.create(account=account, hook=hook, installation=installation, position=0))
+             or ChainEntry.objects.create(account=account, hook=hook, installation=installation,
+                                          position=len(current)))   # at the end, then moved
     entries.insert(min(position, len(entries)), entry)
     _renumber(entries)
     _record_reorder(account, hook, current, entries)

@@ -7,6 +7,7 @@ import hashlib
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
+from accounts.services import lock_account
 from plugins_app.errors import CompileFailed, Conflict, InvalidInput, TypeCheckFailed
 from plugins_app.models import AccountChange, Installation, Plugin, PluginVersion
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
@@ -90,6 +91,7 @@ def install_plugin(account, *, name: str, source: str, language: str = "typescri
     compiled = compile_source(source, language, typecheck=typecheck)   # outside the transaction: it can take a while
     try:
         with transaction.atomic():
+            lock_account(account.pk)   # before any write: every writer of the account's chains queues here
             plugin = Plugin.objects.create(account=account, name=name.strip()[:100], slug=slug,
                                            description=description or "", language=language,
                                            source=source, **compiled)
@@ -101,6 +103,7 @@ def install_plugin(account, *, name: str, source: str, language: str = "typescri
 @transaction.atomic
 def install_existing(account, plugin: Plugin, *, grant=None, settings=None) -> Installation:
     """Install a plugin that is already stored (one of the account's, or an official one)."""
+    lock_account(account.pk)
     granted = _check_grant(plugin, grant)
     if Installation.objects.filter(account=account, plugin=plugin).exists():
         raise Conflict(f"{plugin.slug} is already installed in this account")
@@ -121,8 +124,10 @@ def get_installation(account, installation_id, field: str = "installationId") ->
 
 @transaction.atomic
 def uninstall(account, installation_id) -> None:
+    lock_account(account.pk)
     installation = get_installation(account, installation_id)
     plugin = installation.plugin
+    hooks = list(installation.chain_entries.values_list("hook", flat=True))
     changes.record(account.pk, AccountChange.Action.UNINSTALL, f"uninstalled {plugin.slug}",
                    installation=installation, before={"version": installation.live_version,
                                                       "granted": installation.granted_permissions})
@@ -130,12 +135,14 @@ def uninstall(account, installation_id) -> None:
     installation.delete()
     if plugin.account_id == account.pk and not plugin.installations.exists():
         plugin.delete()
+    chains.compact(account.pk, hooks)   # the chains it left keep positions 0..n-1
     chains.mark_changed(account.pk)
     drop_compartments(account.pk, [dropped])
 
 
 @transaction.atomic
 def set_enabled(account, installation_id, enabled: bool) -> Installation:
+    lock_account(account.pk)
     installation = get_installation(account, installation_id)
     if not isinstance(enabled, bool):
         raise InvalidInput("enabled", "expected true or false")
@@ -153,6 +160,7 @@ def set_enabled(account, installation_id, enabled: bool) -> Installation:
 
 @transaction.atomic
 def grant(account, installation_id, permissions) -> Installation:
+    lock_account(account.pk)
     installation = get_installation(account, installation_id)
     before = installation.granted_permissions
     installation.granted_permissions = _check_grant(installation.plugin, permissions, installation)

@@ -27,6 +27,7 @@ class SchedulingConfig:
     notify_reclaim_seconds: int = RECLAIM_SECONDS
     delivery_max_retries: int = 8           # platform deliveries retry with backoff 1 s, 2 s, 4 s ...
     delivery_backoff_max_seconds: int = 300
+    broker_timeout_seconds: float = 5.0     # a Redis broker's socket and connect timeout (every Celery client)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SchedulingConfig:
@@ -40,4 +41,6 @@ class SchedulingConfig:
             notify_requeue_seconds=env.integer("HUB_NOTIFY_REQUEUE_SECONDS", REQUEUE_SECONDS, minimum=1),
             delivery_max_retries=env.integer("HUB_DELIVERY_MAX_RETRIES", 8),
             delivery_backoff_max_seconds=env.integer("HUB_DELIVERY_BACKOFF_MAX_SECONDS", 300, minimum=1),
+            # More than kombu's BRPOP wait (1 s), or an idle worker's every poll would time out.
+            broker_timeout_seconds=env.number("HUB_BROKER_TIMEOUT_SECONDS", 5.0, minimum=2.0),
         )

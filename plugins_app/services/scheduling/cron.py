@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from celery.schedules import crontab as celery_crontab
@@ -180,6 +180,27 @@ def run_now(account, job_id) -> CronRun:
     if run is None:   # deleted between the lookup and the slot: the same answer as an unknown id
         raise NotFound(f"cron job {job_id} was deleted")
     return run
+
+
+def slot_key(job: CronJob, at: datetime) -> str:
+    """The slot of `job` that beat sent at `at`, whichever beat sent it: a crontab's slots are whole
+    minutes (UTC), an interval's are the epoch's buckets of that many seconds (every beat ticks once
+    in each, at its own phase; the first tick in a bucket fires it)."""
+    if job.interval_seconds:
+        return f"slot:{job.pk}:{job.interval_seconds}s:{int(at.timestamp()) // job.interval_seconds}"
+    return f"slot:{job.pk}:{at.astimezone(UTC):%Y%m%dT%H%M}"
+
+
+def fire_scheduled_slot(job_id: int, slot_at: str | None) -> CronRun | None:
+    """Beat's slot (`slot_at`: when beat sent it, ISO; None from a beat without SlotScheduler: now).
+    The run row, unique per job and slot, is claimed before anything runs: two beats (or a redelivered
+    message) sending one slot fire it once (issue 40, item 9)."""
+    job = CronJob.objects.filter(pk=job_id).first()
+    if job is None:
+        logger.info("slot for cron job %s ignored: the job no longer exists", job_id)
+        return None
+    at = datetime.fromisoformat(slot_at) if slot_at else timezone.now()
+    return fire_slot(job_id, trigger_key=slot_key(job, at))
 
 
 def fire_slot(job_id: int, *, trigger_key: str, trigger: str = CronRun.Trigger.SCHEDULE) -> CronRun | None:

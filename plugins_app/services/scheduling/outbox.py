@@ -4,6 +4,7 @@ what the broker does not take is kept in a spool on disk and sent again once it 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import json
 import logging
@@ -14,12 +15,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from plugins_app.services.log_once import OncePerInterval
+
 logger = logging.getLogger(__name__)
 
 RETRY_SECONDS = 2.0     # how often the spool is offered to the broker again
 MEMORY_LIMIT = 10_000   # tasks waiting in memory for the sender; beyond this they go straight to disk
 BATCH = 100             # tasks the sender takes at once
-LOG_SECONDS = 10        # a broker outage is logged once per this many seconds, not once per task
+LOG_SECONDS = 10        # a broker outage, or a full disk, is logged once per this many seconds, not once per task
 
 Item = tuple[str, list]   # (task name, its arguments): JSON-ready
 Publish = Callable[[str, list], None]
@@ -44,7 +47,7 @@ class Outbox:
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._names = itertools.count()
-        self._logged = 0.0
+        self._log = OncePerInterval(logger, LOG_SECONDS)
         self._idle = threading.Condition()
         self._busy = 0   # tasks taken from memory, not yet sent or spooled
         # A forked child (a Celery pool process) has no sender thread, and its locks may have been
@@ -57,6 +60,7 @@ class Outbox:
         self._idle = threading.Condition()
         self._busy = 0
         self._thread = None
+        self._log = OncePerInterval(logger, LOG_SECONDS)
 
     @property
     def directory(self) -> Path:
@@ -161,22 +165,24 @@ class Outbox:
         return True
 
     def _log_outage(self, exc: Exception) -> None:
-        now = time.monotonic()
-        if now - self._logged >= LOG_SECONDS:
-            self._logged = now
-            logger.warning("the broker did not take a task (%s: %s); kept in %s and sent again every %s s",
-                           type(exc).__name__, exc, self.directory, self.retry_seconds)
+        self._log.log("outage", logging.WARNING, "the broker did not take a task (%s: %s); kept in %s and sent "
+                      "again every %s s", type(exc).__name__, exc, self.directory, self.retry_seconds)
 
     def _spool(self, items: list[Item], counted: bool) -> None:
         """Writes `items` as one new file (written whole under a temporary name, then renamed)."""
+        temporary = None
         try:
             directory = self.directory
             name = f"{time.time_ns()}-{os.getpid()}-{next(self._names)}.json"
             temporary = directory / f".{name}.tmp"
             temporary.write_text(json.dumps(items))
             os.replace(temporary, directory / name)
-        except OSError:   # not even the disk took them: the one loss there is, counted and logged
-            logger.exception("could not keep %s task(s) for the broker", len(items))
+        except OSError as exc:   # not even the disk took them: the one loss there is, counted and logged
+            if temporary is not None:   # a full disk leaves the file half written, or empty: not kept
+                with contextlib.suppress(OSError):
+                    temporary.unlink(missing_ok=True)
+            self._log.log(("lost", type(exc).__name__), logging.ERROR, "could not keep %s task(s) for the broker "
+                          "(%s: %s): lost", len(items), type(exc).__name__, exc, exc_info=True)
             for task, _ in items:
                 self.on_count(task, "lost")
             return

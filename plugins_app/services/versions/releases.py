@@ -112,7 +112,10 @@ def _make_live(installation: Installation, version: PluginVersion) -> None:
     for name in CODE_FIELDS:
         setattr(plugin, name, getattr(version, name))
     plugin.save()
-    ChainEntry.objects.filter(installation=installation).exclude(hook__in=version.hooks).delete()
+    left = list(ChainEntry.objects.filter(installation=installation).exclude(hook__in=version.hooks)
+                .values_list("hook", flat=True))
+    ChainEntry.objects.filter(installation=installation, hook__in=left).delete()
+    chains.compact(installation.account_id, left)
     chains.append_to_chains(installation, [h for h in version.hooks if h not in old_hooks])
     installation.live_version = version.number
     installation.save(update_fields=["live_version", "granted_permissions", "updated_at"])

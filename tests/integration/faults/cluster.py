@@ -192,6 +192,11 @@ class Hub:
         assert status == 201, body
         return json.loads(body)["id"]
 
+    def log_lines(self) -> int:
+        """Lines gunicorn's processes (the web workers, the engines) have written so far."""
+        with open(self.served.log, "rb") as log:
+            return sum(1 for _ in log)
+
     def get(self, path: str) -> dict:
         status, _, body = self.served.request("GET", path, headers=self.headers)
         assert status == 200, body

@@ -5,12 +5,17 @@ the hub and the database is what is cut, so the shared server itself is never st
 
 from __future__ import annotations
 
+import json
 import os
+import random
+import threading
 import time
 from urllib.parse import urlparse
 
 import psycopg
 import pytest
+
+from middleware_hub.database import DatabaseConfig
 
 from .cluster import Hub, Load, figures
 from .tcp_cut import TcpCut
@@ -41,6 +46,7 @@ def hub_on_postgres(tmp_path_factory):
     auth = url.netloc.rsplit("@", 1)[0] + "@" if "@" in url.netloc else ""
     hub = Hub(tmp_path_factory.mktemp("pg-faults"), with_celery=False,
               database_url=url._replace(netloc=f"{auth}127.0.0.1:{relay.port}", path=f"/{name}").geturl())
+    hub.direct_url = url._replace(path=f"/{name}").geturl()   # the database itself, not through the relay
     yield hub, relay
     hub.stop()
     relay.cut()
@@ -65,3 +71,96 @@ def test_a_database_outage_answers_json_503_with_retry_after_and_loses_no_row(hu
     assert row["503"] > 0   # the outage was seen, and answered in the API's shape
     assert all(a.retry_after == "5" for a in load.answers if a.status == 503)
     assert rows == cancelled
+
+
+LOCK_SECONDS = 8   # past the lock timeout (DATABASE_LOCK_TIMEOUT_SECONDS, 2 s) and the statement timeout (5 s)
+LOCK_TIMEOUT_SECONDS = DatabaseConfig().lock_timeout_seconds   # the default the hub runs with here
+
+
+def test_a_locked_api_key_table_answers_503_within_the_lock_timeout(hub_on_postgres):
+    # Issue 40, item 3: LOCK TABLE accounts_apikey held 20 s held every request 20 s, no 503.
+    hub, _ = hub_on_postgres
+    rows_before, lines_before = hub.cancel_rows(), hub.log_lines()
+    with Load(hub) as load:
+        load.wait_for_answers(STEADY, 0)
+        with psycopg.connect(hub.direct_url) as locker:
+            locker.execute("LOCK TABLE accounts_apikey IN ACCESS EXCLUSIVE MODE")   # held until the rollback
+            fault = time.monotonic()
+            time.sleep(LOCK_SECONDS)
+            locker.rollback()
+        released = time.monotonic()
+        load.wait_for_vetoes(STEADY, released)
+    cancelled = sum(a.status == 200 and a.outcome == "cancelled" for a in load.answers)
+    rows = hub.cancel_rows() - rows_before
+    refused = [a.at - fault for a in load.answers if a.status == 503 and a.at >= fault]
+    row = figures(f"accounts_apikey locked {LOCK_SECONDS} s", load.answers, fault,
+                  **{"rows lost": cancelled - rows, "log lines": hub.log_lines() - lines_before,
+                     "first 503 s": round(min(refused, default=-1), 2)})
+    _assert_clean(row, load.answers)
+    assert refused and rows == cancelled
+    # A call that met the lock failed after the lock timeout (2 s), answered 503 while the lock was still
+    # held: the first within the timeout and a margin for a loaded machine. Calls of one account queue
+    # for its one admission place per web process, though, so the calls behind it answered after two,
+    # three, four timeouts (6.09 s and 8.3 s slowest in two runs): the issue's 3 s bound needs
+    # admission's deadline (issue 40, item 6), not a shorter lock timeout.
+    assert row["first 503 s"] < LOCK_TIMEOUT_SECONDS + 3, row
+
+
+ADMIN_ROUNDS = 6
+PASS = "globalThis.middleware.userMessageInbound = async (c) => c.text;"
+
+
+def test_admins_writing_one_account_at_once_neither_deadlock_nor_cost_execute_a_503(hub_on_postgres):
+    # Issue 40, items 4 and 5: two threads installing and uninstalling while two reorder and one moves
+    # gave 32 deadlocks (32 of 136 writes answered 503), and duplicate chain positions.
+    hub, _ = hub_on_postgres
+    statuses: list[tuple[str, int]] = []
+    hook = "userMessageInbound"
+    chain = f"/api/v1/chains/{hook}"
+
+    def write(kind: str, method: str, path: str, body=None) -> int:
+        status, _, _ = hub.served.request(method, path, body, hub.headers)
+        statuses.append((kind, status))
+        return status
+
+    def installer(index: int) -> None:
+        for k in range(ADMIN_ROUNDS):
+            status, _, body = hub.served.request("POST", "/api/v1/plugins", {
+                "name": f"pass {index}-{k}", "source": PASS, "language": "javascript"}, hub.headers)
+            statuses.append(("install", status))
+            if status == 201 and k % 2:
+                write("uninstall", "DELETE", f"/api/v1/plugins/{json.loads(body)['id']}")
+
+    def reorderer(index: int) -> None:
+        rng = random.Random(index)
+        for _ in range(ADMIN_ROUNDS * 2):
+            order = [e["installationId"] for e in hub.get(chain)["chain"]]
+            rng.shuffle(order)
+            write("reorder", "PUT", chain, {"order": order})
+
+    def mover(index: int) -> None:
+        rng = random.Random(100 + index)
+        for _ in range(ADMIN_ROUNDS * 2):
+            ids = [e["installationId"] for e in hub.get(chain)["chain"]]
+            write("move", "PUT", chain, {"installationId": rng.choice(ids), "position": rng.randrange(len(ids))})
+
+    with Load(hub) as load:
+        load.wait_for_answers(STEADY, 0)
+        fault = time.monotonic()
+        threads = ([threading.Thread(target=installer, args=(i,)) for i in range(2)]
+                   + [threading.Thread(target=reorderer, args=(i,)) for i in range(2)]
+                   + [threading.Thread(target=mover, args=(0,))])
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        load.wait_for_answers(STEADY, time.monotonic())
+    positions = [e["position"] for e in hub.get(chain)["chain"]]
+    failed = [(kind, status) for kind, status in statuses if status >= 500]
+    row = figures("admin writes on one account", load.answers, fault,
+                  **{"admin writes": len(statuses), "admin 5xx": len(failed),
+                     "admin refused": sum(400 <= status < 500 for _, status in statuses),
+                     "duplicate positions": len(positions) - len(set(positions))})
+    _assert_clean(row, load.answers)
+    assert failed == [] and row["503"] == 0 and row["fail-open"] == 0, (failed[:10], row)
+    assert positions == list(range(len(positions)))

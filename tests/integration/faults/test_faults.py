@@ -112,7 +112,7 @@ def _try(read):
 
 def test_a_broker_outage_neither_slows_execute_nor_loses_a_shadow_run(hub):
     wait_until(lambda: hub.shadow_calls() >= hub.answered - PREFETCHED, 120, "the shadow backlog to drain")
-    shadow_before, answered_before = hub.shadow_calls(), hub.answered
+    shadow_before, answered_before, lines_before = hub.shadow_calls(), hub.answered, hub.log_lines()
     with Load(hub) as load:
         load.wait_for_answers(STEADY, 0)
         fault = time.monotonic()
@@ -138,7 +138,7 @@ def test_a_broker_outage_neither_slows_execute_nor_loses_a_shadow_run(hub):
                   **{"p50 ms before": round(statistics.median(before) * 1000, 1),
                      "p50 ms during": round(statistics.median(during) * 1000, 1),
                      "spooled": hub.metric("hub_tasks_queued_total", outcome="spooled"), "shadow runs late": lost,
-                     "worker restarted": "yes" if restarted else "no"})
+                     "worker restarted": "yes" if restarted else "no", "log lines": hub.log_lines() - lines_before})
     _assert_clean(row, load.answers)
     assert row["503"] == 0 and row["fail-open"] == 0
     assert hub.metric("hub_tasks_queued_total", outcome="lost") == 0
@@ -161,3 +161,37 @@ def test_a_killed_worker_and_beat_leave_execute_alone_and_the_backlog_runs_once_
     row = figures("worker and beat killed", load.answers, fault, **{"shadow runs late": lost})
     _assert_clean(row, load.answers)
     assert row["503"] == 0 and row["fail-open"] == 0
+
+
+FREEZE_SECONDS = 8   # past the tail's Redis timeout (0.5 s) and Celery's (HUB_BROKER_TIMEOUT_SECONDS, 5 s)
+SLOWEST_BOUND_SECONDS = 3   # issue 40: a frozen part costs no call more than this (a JSON 503 is an answer)
+
+
+def test_a_frozen_redis_holds_no_execute_call(hub):
+    # Issue 40, item 2: SIGSTOP Redis 20 s gave 25 answers in 20 s, each waiting out redis-py's timeout
+    # in the live tail's "anyone listening?" check, asked on the request's path. (Shadow runs a killed
+    # worker held in an earlier scenario come back only after Redis's visibility timeout: not awaited.)
+    shadow_before, answered_before, lines_before = hub.shadow_calls(), hub.answered, hub.log_lines()
+    with Load(hub) as load:
+        load.wait_for_answers(STEADY, 0)
+        fault = time.monotonic()
+        os.kill(hub.redis.proc.pid, signal.SIGSTOP)
+        try:
+            load.wait_for_answers(STEADY, fault)
+            time.sleep(max(0.0, FREEZE_SECONDS - (time.monotonic() - fault)))   # the freeze lasts this long
+        finally:
+            os.kill(hub.redis.proc.pid, signal.SIGCONT)
+        thawed = time.monotonic()
+        load.wait_for_answers(STEADY, thawed)
+    restarts = [hub.celery.revive("worker")]
+    _settle(hub, load)
+    late = _all_ran(hub, shadow_before, hub.answered - answered_before,
+                    on_exit=lambda: restarts.append(hub.celery.revive("worker")))
+    during = [a for a in load.answers if fault <= a.at < thawed]
+    row = figures(f"redis frozen {FREEZE_SECONDS} s", load.answers, fault,
+                  **{"answers frozen": len(during), "log lines": hub.log_lines() - lines_before,
+                     "shadow runs late": late, "worker restarted": "yes" if any(restarts) else "no"})
+    _assert_clean(row, load.answers)
+    assert row["503"] == 0 and row["fail-open"] == 0
+    assert row["slowest s"] <= SLOWEST_BOUND_SECONDS, row   # no call waited on the frozen Redis
+    assert hub.metric("hub_tasks_queued_total", outcome="lost") == 0

@@ -9,6 +9,7 @@ from plugins_app.models import PluginLog
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.runtime.web.chain import ChainResult
 from plugins_app.services.execution.observers import AfterChain, ChainRun, after_chain
+from plugins_app.services.log_once import OncePerInterval
 
 
 def _run(name="systemPrompt"):
@@ -69,3 +70,26 @@ def test_a_broken_observer_costs_an_execute_call_neither_its_answer_nor_its_logs
     assert response.status_code == 200, response.content
     assert response.json()["value"] == "base!"
     assert list(PluginLog.objects.values_list("message", flat=True)) == ["kept"]
+
+
+def test_an_observer_failing_on_every_call_is_logged_once_per_interval_with_a_count(caplog):
+    # Issue 40, item 8: with Redis killed the tail observer logged an ERROR and a traceback per call
+    # (105,831 lines in 60 s). 1,000 failing calls over 100 s (a clock of the test's) write a line per
+    # interval, each after the first saying how many it stands for.
+    seam, now = AfterChain(), [0.0]
+    seam._failures = OncePerInterval(seam._failures.logger, seconds=10.0, clock=lambda: now[0])
+
+    def tail(run):
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    seam.add("tail", tail)
+    with caplog.at_level(logging.ERROR, logger="plugins_app.services.execution.observers"):
+        for _ in range(1000):
+            seam.notify(_run())
+            now[0] += 0.1
+    lines = [r for r in caplog.records if r.name == "plugins_app.services.execution.observers"]
+    assert len(lines) <= 100 / 10 + 1, len(lines)
+    assert lines[0].exc_info is not None and all(r.exc_info is None for r in lines[1:])   # one traceback
+    counted = [int(r.getMessage().split("(")[-1].split()[0]) for r in lines[1:]]
+    assert all("more since the last such line" in r.getMessage() for r in lines[1:])
+    assert len(lines) + sum(counted) > 1000 - 10 / 0.1 - 1   # every call but the last interval's is told

@@ -12,6 +12,7 @@ from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.runtime.web.chain import Cancellation, ChainResult, HandlerTrace
 from plugins_app.services.execution.observers import ChainRun
 from plugins_app.services.observability import tail, tail_channel
+from tests.integration.celery_services import wait_until
 
 
 def test_a_file_ring_carries_lines_between_processes_and_follows_a_rotation(tmp_path, monkeypatch):
@@ -33,11 +34,14 @@ def test_a_file_ring_carries_lines_between_processes_and_follows_a_rotation(tmp_
 
 
 def test_a_redis_channel_carries_lines_between_processes(redis_url, monkeypatch):
-    monkeypatch.setattr(tail_channel, "CHECK_CACHE_SECONDS", 0.0)
+    monkeypatch.setattr(tail_channel, "CHECK_CACHE_SECONDS", 0.2)
     streamer, worker = tail_channel.RedisChannel(redis_url), tail_channel.RedisChannel(redis_url)
-    assert not worker.listening(7)
+    assert worker.listening(7)   # not known yet: publishing finds out, off the caller's thread
+    worker.publish(7, [{"n": 0}])
+    wait_until(worker.sender.idle, 10, "the publisher")
+    assert not worker.listening(7)   # PUBLISH said nobody listened: remembered for CHECK_CACHE_SECONDS
     subscription = streamer.subscribe(7)
-    assert worker.listening(7)
+    wait_until(lambda: worker.listening(7), 10, "the remembered answer to go stale")
     worker.publish(7, [{"n": 1}, {"n": 2}])
     worker.publish(8, [{"n": "another account"}])
     got = subscription.read(5)

@@ -80,13 +80,35 @@ def test_an_overlapping_slot_is_skipped_without_firing_the_hook(api_client, job,
 
 
 def test_the_same_slot_delivered_twice_fires_once(job, platform, eager, django_capture_on_commit_callbacks):
+    slot = {"slot_at": "2026-12-05T02:00:00.412+00:00"}
     with django_capture_on_commit_callbacks(execute=True):
-        tasks.fire_cron_slot.apply(args=[job.pk], task_id="slot-1")
-        tasks.fire_cron_slot.apply(args=[job.pk], task_id="slot-1")
+        tasks.fire_cron_slot.apply(args=[job.pk], kwargs=slot, task_id="slot-1")
+        tasks.fire_cron_slot.apply(args=[job.pk], kwargs=slot, task_id="slot-1")
     assert CronRun.objects.count() == 1
     assert CronRun.objects.get().trigger == "schedule"
     assert hook_runs("cronJobFiring") == 1
     assert len(platform.calls_to("/missions")) == 1
+
+
+def test_one_slot_sent_by_two_beats_fires_once(job, platform, eager, django_capture_on_commit_callbacks):
+    # Two `celery beat` processes each send the 02:00 slot, seconds apart, as tasks of their own ids
+    # (issue 40, item 9: every slot fired twice): the run row, one per job and slot, is claimed first.
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.fire_cron_slot.apply(args=[job.pk], kwargs={"slot_at": "2026-12-05T02:00:00.105+00:00"})
+        tasks.fire_cron_slot.apply(args=[job.pk], kwargs={"slot_at": "2026-12-05T02:00:03.870+00:00"})
+    assert CronRun.objects.count() == 1
+    assert hook_runs("cronJobFiring") == 1
+    assert len(platform.calls_to("/missions")) == 1
+
+
+def test_an_interval_slot_is_its_bucket_whichever_beat_sends_it(job):
+    job.interval_seconds, job.cron_expression = 300, ""
+    at = timezone.now().replace(hour=2, minute=0, second=0, microsecond=0)
+    first = cron.slot_key(job, at + timedelta(seconds=7))       # one beat's tick
+    assert cron.slot_key(job, at + timedelta(seconds=212)) == first   # the other beat's, same bucket
+    assert cron.slot_key(job, at + timedelta(seconds=307)) != first   # the next slot
+    job.interval_seconds, job.cron_expression = None, "0 2 * * *"
+    assert cron.slot_key(job, at + timedelta(seconds=1)) == cron.slot_key(job, at + timedelta(seconds=40))
 
 
 def test_a_disabled_job_ignores_its_schedule_but_can_run_now(api_client, job, platform, eager,
@@ -362,3 +384,22 @@ def test_concurrent_first_calls_of_a_fresh_process_all_find_the_task():
                             env={**os.environ, "DJANGO_SETTINGS_MODULE": "middleware_hub.settings"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "failures: 0 []"
+
+
+def test_beats_scheduler_sends_each_slot_with_the_time_it_was_sent(monkeypatch):
+    from django_celery_beat.schedulers import DatabaseScheduler
+
+    from plugins_app.services.scheduling import beat
+
+    class Entry:
+        task, name, args, kwargs, options = "plugins_app.tasks.fire_cron_slot", "cron job 7", [7], {}, {}
+
+    sent = []
+    monkeypatch.setattr(DatabaseScheduler, "apply_async",
+                        lambda self, entry, producer=None, advance=True, **kw: sent.append((entry, advance)))
+    scheduler = beat.SlotScheduler.__new__(beat.SlotScheduler)   # its parts that sending uses only
+    scheduler.apply_async(Entry(), advance=False)
+    [(entry, advance)] = sent
+    assert advance is False and entry.args == [7] and entry.task == Entry.task
+    at = timezone.datetime.fromisoformat(entry.kwargs["slot_at"])
+    assert abs((timezone.now() - at).total_seconds()) < 60 and Entry.kwargs == {}

@@ -1,0 +1,42 @@
+"""The database's timeouts (DATABASE_*_TIMEOUT_*), read once at start: a hung or locked database answers
+the API's JSON 503 within seconds instead of holding every request for as long as it hangs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from plugins_app.runtime.environment import Env
+
+POSTGRESQL = "django.db.backends.postgresql"
+SQLITE = "django.db.backends.sqlite3"
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    connect_timeout_seconds: int = 2      # PostgreSQL: a new connection gives up after this (libpq's minimum is 2)
+    statement_timeout_seconds: float = 5.0   # PostgreSQL: any one statement is cancelled after this (0: never)
+    lock_timeout_seconds: float = 2.0     # PostgreSQL: a statement waiting this long for a lock fails (0: never)
+    sqlite_timeout_seconds: float = 5.0   # SQLite: how long a connection waits for another's write lock
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> DatabaseConfig:
+        env = Env(environ)
+        return cls(connect_timeout_seconds=env.integer("DATABASE_CONNECT_TIMEOUT_SECONDS", 2, minimum=1),
+                   statement_timeout_seconds=env.number("DATABASE_STATEMENT_TIMEOUT_SECONDS", 5.0),
+                   lock_timeout_seconds=env.number("DATABASE_LOCK_TIMEOUT_SECONDS", 2.0),
+                   sqlite_timeout_seconds=env.number("DATABASE_SQLITE_TIMEOUT_SECONDS", 5.0))
+
+    def options(self, engine: str, given: Mapping[str, Any]) -> dict[str, Any]:
+        """A database's OPTIONS (settings.DATABASES) with these timeouts; options the URL itself gave
+        (`?connect_timeout=10`, `?options=-c ...`) come last, so they win."""
+        options = dict(given)
+        if engine == POSTGRESQL:
+            server = (f"-c statement_timeout={round(self.statement_timeout_seconds * 1000)} "
+                      f"-c lock_timeout={round(self.lock_timeout_seconds * 1000)}")
+            options["options"] = f"{server} {options['options']}" if options.get("options") else server
+            options.setdefault("connect_timeout", self.connect_timeout_seconds)
+        elif engine == SQLITE:
+            options.setdefault("timeout", self.sqlite_timeout_seconds)
+        return options
