@@ -1,6 +1,5 @@
 """The platform-facing API: thin views over the service functions."""
 
-import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -23,7 +22,7 @@ from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.services.audit import queries
 from plugins_app.services.execution import execute as execution
 from plugins_app.services.execution import quarantine, tryit
-from plugins_app.services.observability import metrics, tracing
+from plugins_app.services.observability import tracing
 from plugins_app.services.plugins import catalog, chains
 from plugins_app.services.plugins import installations as plugins
 from plugins_app.services.versions import shadow
@@ -87,16 +86,10 @@ class HookExecuteView(AccountView):
     @body(s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
           summary="Run the account's chain for a hook", description=EXECUTE_DESCRIPTION)
     def post(self, request, hook):
-        started = time.perf_counter()
-        with metrics.execute_observed(hook) as observed, \
-                tracing.chain_span(hook, self.account.pk, request.META.get("HTTP_TRACEPARENT")) as span:
-            result, effects = execution.execute_request(self.account, hook, request.data)
-            observed.outcome = result.outcome
-            span.finish(result)
-        chain_ms = (time.perf_counter() - started) * 1000
+        run = execution.execute_request(self.account, hook, request.data, traceparent=request.META.get("HTTP_TRACEPARENT"))
         # The platform can tell the hub's chain time from the network's (and so can the bench).
-        headers = {"Server-Timing": tracing.server_timing(chain_ms, result.trace), **span.response_headers()}
-        return Response(s.execute_response(result, effects), headers=headers)
+        headers = {"Server-Timing": tracing.server_timing(run.chain_ms, run.result.trace), **run.headers()}
+        return Response(s.execute_response(run.result, run.effects), headers=headers)
 
 
 class HookTryView(AccountView):
