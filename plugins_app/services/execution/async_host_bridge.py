@@ -82,7 +82,16 @@ def _nested_call(fn: Member, call: HostCall, args: list) -> Any:
 
 class AsyncHostBridge(HostBridge):
     """HostBridge for run_chain_async: pass `bridge.answer` as its `host`. Built, and read after the
-    run (effects, would_call, secrets), as HostBridge is."""
+    run (effects, would_call, secrets), as HostBridge is.
+
+    The async tier answers a chain's host calls as they come, so calls a handler makes without
+    awaiting each (Promise.all) overlap: the network members' waits do. The members on threads take
+    their turn, one at a time per run in the order called, as a sync run answers them all: two
+    workspace writes of one chain never race each other."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._turn: asyncio.Lock | None = None
 
     async def answer(self, handler: Handler, name: str, args: list) -> Any:
         """The value of `host.<name>(*args)` for `handler`; raises HostError to reject its promise."""
@@ -93,4 +102,7 @@ class AsyncHostBridge(HostBridge):
         member = ASYNC_MEMBERS.get(name)
         if member is not None:
             return await member(call, args)
-        return await in_host_thread(_nested_call, fn, call, args)
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        async with self._turn:
+            return await in_host_thread(_nested_call, fn, call, args)

@@ -343,3 +343,39 @@ def test_200_calls_waiting_on_a_slow_fetch_hold_no_thread_each(settings):
     results, baseline, most = asyncio.run(main())
     assert [r.value for r in results] == ["hi checked"] * CALLS, {r.trace[0].warning for r in results}
     assert most - baseline < 10, (baseline, most)   # not one thread per waiting call
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chain_nested_in_a_host_call_runs_on_a_private_engine(account, install):
+    # host.session.peer.send runs interAgentMessage's chain from its host thread: on a private engine
+    # (Tier.nested()), never waiting on the engine its caller's chain holds.
+    install(reporter("systemPrompt", "host.session.peer.send('555', 'status?')"), name="asker",
+            grant=["host:session"])
+    install("globalThis.middleware.interAgentMessage = async (c) => `[to ${c.targetSessionId}] ${c.text}`;",
+            name="tagger")
+    result, bridge = run_async(account, hop=1, turn_id="turn-9")
+    assert [t.status for t in result.trace] == ["ran"], [t.warning for t in result.trace]
+    assert reported(result) == {"ok": {"delivered": True, "text": "[to 555] status?"}}
+    assert [(e["type"], e["hop"], e["text"]) for e in bridge.effects] == [("peerMessage", 2, "[to 555] status?")]
+    assert get_tier().private_count >= 1   # the nested chain's engine, kept idle for the next one
+
+
+@pytest.mark.django_db(transaction=True)
+def test_calls_on_host_threads_take_turns_within_a_run(account, install, monkeypatch):
+    # Fired together, the database's members of one run still run one at a time, in the order called.
+    running, most, order = [0], [0], []
+    real = MEMBERS["agents.list"]
+
+    def slow(call, args):
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        order.append(call.call_number)
+        time.sleep(0.05)
+        running[0] -= 1
+        return real(call, args)
+    monkeypatch.setitem(MEMBERS, "agents.list", slow)
+    install(reporter("systemPrompt", "Promise.all([1, 2, 3].map(() => host.agents.list())).then((a) => a.length)"),
+            grant=["host:agents"])
+    result, _ = run_async(account)
+    assert reported(result) == {"ok": 3}
+    assert most[0] == 1 and order == [1, 2, 3]
