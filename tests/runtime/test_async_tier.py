@@ -4,6 +4,7 @@ no listener -> EngineUnavailable, silence -> wedged without killing the engine),
 coroutines, concurrently, and connections pooled per event loop."""
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -12,6 +13,7 @@ import threading
 import time
 
 import pytest
+import uvloop
 
 from plugins_app.runtime import wire
 from plugins_app.runtime.engine.supervisor import Supervisor
@@ -232,13 +234,17 @@ async def _link_over_pair():
     return AsyncEngineLink(AsyncFrames(reader, writer, ours)), wire.Frames(theirs.detach())
 
 
+LOOPS = {"asyncio": asyncio.run, "uvloop": uvloop.run}   # an ASGI server may run either
+
+
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize(("engine_reads", "says", "started"), [
     (False, None, False),        # died with the request unread: the connection is reset, nothing ran
     (True, None, True),          # read it (a chain started on arrival says nothing): it may have run
     (True, "queued", False),     # read it and put it in line: nothing ran
     (True, "started", True),     # queued, then started by the work loop
 ])
-def test_what_a_dead_engine_had_done_with_a_request(engine_reads, says, started):
+def test_what_a_dead_engine_had_done_with_a_request(engine_reads, says, started, loop):
     async def main():
         link, engine = await _link_over_pair()
 
@@ -259,7 +265,7 @@ def test_what_a_dead_engine_had_done_with_a_request(engine_reads, says, started)
             await link.request({"op": "run"}, silence_limit=5)
         dying.join()
         return down.value
-    down = asyncio.run(main())
+    down = LOOPS[loop](main())
     assert down.started is started and down.kind == "crashed"
 
 
@@ -332,3 +338,23 @@ def test_the_idle_pool_is_bounded(pool):
             await asyncio.gather(*(tier.ping(address) for _ in range(5)))
             return tier.idle(address)
     assert asyncio.run(main()) == 2
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_uvloop_or_asyncio_the_pool_reuses_one_connection_and_waiting_wraps_each_wait(pool, make_handler, loop):
+    handler = make_handler(APPEND)
+    entered = []
+
+    @contextlib.asynccontextmanager
+    async def waiting():
+        entered.append(1)
+        yield
+
+    async def main():
+        async with closing(AsyncTier.like(pool, waiting=waiting)) as tier:
+            for _ in range(3):
+                result = await run_chain_async(tier, "acct-async-loop", HOOKS["systemPrompt"], [handler], PROMPT_CONTEXT)
+                assert result.value == "base!"
+            return tier.idle(tier.order("acct-async-loop")[0])
+    assert LOOPS[loop](main()) == 1
+    assert len(entered) >= 3   # the caller gave its place away at least once per call
