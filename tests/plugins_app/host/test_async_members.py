@@ -379,3 +379,62 @@ def test_calls_on_host_threads_take_turns_within_a_run(account, install, monkeyp
     result, _ = run_async(account)
     assert reported(result) == {"ok": 3}
     assert most[0] == 1 and order == [1, 2, 3]
+
+
+# -- https: the connection goes to the checked address, the certificate is checked for the URL's name --
+
+def _certificate(tmp_path, name):
+    """A self-signed certificate for `name` (its own authority) and its key, as PEM files."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+@pytest.fixture
+def tls_site(tmp_path, monkeypatch, settings):
+    import ssl
+
+    from plugins_app.services.host import async_fetch
+
+    name = "hub-test.invalid"
+    cert_file, key_file = _certificate(tmp_path, name)
+    server = StubServer(_site)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert_file, key_file)
+    server.server.socket = served.wrap_socket(server.server.socket, server_side=True)
+    trusted = ssl.create_default_context(cafile=str(cert_file))   # our authority, instead of the system's
+    monkeypatch.setattr(async_fetch, "_tls", lambda: trusted)
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **kw: real("127.0.0.1" if host == name else host, *a, **kw))
+    settings.HUB_HOST = replace(settings.HUB_HOST, fetch_allow_private=True)
+    yield server, name
+    server.close()
+
+
+def test_https_is_verified_for_the_urls_name_on_the_checked_address(tls_site, db):
+    server, name = tls_site
+    answer = asyncio.run(fetch_url_async(f"https://{name}:{server.port}/echo"))
+    assert answer["status"] == 201
+    assert json.loads(answer["body"])["host"] == f"{name}:{server.port}"
+    # The same server reached by its address: the certificate does not name it, and nothing is sent.
+    with pytest.raises(HostError, match="CERTIFICATE_VERIFY_FAILED|certificate|hostname"):
+        asyncio.run(fetch_url_async(f"https://127.0.0.1:{server.port}/echo"))
+    assert [r.path for r in server.requests] == ["/echo"]
