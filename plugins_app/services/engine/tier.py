@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 
 from plugins_app.runtime.engine.supervisor import local_supervisor
+from plugins_app.runtime.web.async_tier import AsyncTier
 from plugins_app.runtime.web.tier import Tier, tier_for, tier_from_directory
 
 logger = logging.getLogger(__name__)
@@ -69,3 +70,17 @@ def get_tier() -> Tier:
         return _tier
 
 
+
+
+_async_tier: AsyncTier | None = None
+
+
+def get_async_tier() -> AsyncTier:
+    """The async tier over get_tier()'s engines (sharing its book of code shipped): each event loop
+    keeps its own pool of connections in it."""
+    global _async_tier
+    tier = get_tier()
+    with _lock:
+        if _async_tier is None or _async_tier.shipped is not tier.shipped:   # none yet, or the tier was replaced
+            _async_tier = AsyncTier.like(tier)
+        return _async_tier
