@@ -225,6 +225,9 @@ HUB_TAIL = TailConfig.from_env(os.environ, broker_url=CELERY_BROKER_URL, var_dir
 HUB_ENGINE = EngineConfig.from_env(os.environ)
 # Usage metering and API key use are buffered and written every N seconds (0 writes on every call).
 HUB_METERING_FLUSH_SECONDS = Env(os.environ).number("HUB_METERING_FLUSH_SECONDS", 2.0)
+# Threads of a gthread worker; under the ASGI worker, the threads the async execute path's short
+# sync steps (and the other, sync, endpoints) run on (plugins_app/api/async_execute.py).
+HUB_WORKER_THREADS = Env(os.environ).integer("HUB_WORKER_THREADS", 16, minimum=1)
 
 LOGGING = {
     "version": 1,

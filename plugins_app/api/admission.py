@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+
 from accounts.authentication import ApiPrincipal
 from accounts.models import parse_key
-from plugins_app.services.engine import admission
+from plugins_app.services.engine import admission, async_admission
 
 EXECUTE_PATH = re.compile(r"^/api/v1/hooks/[^/]+/execute$")
 
@@ -15,19 +17,41 @@ class FairAdmissionMiddleware:
     """First in MIDDLEWARE, so the whole call — authentication included — waits for its turn:
     a tenant's retries can only slow that tenant, not the process."""
 
+    sync_capable = async_capable = True
+
     def __init__(self, get_response):
         self.get_response = get_response
+        # Under ASGI the handler is a coroutine: the turn is then the event loop's gate's
+        # (services/engine/async_admission.py), and no thread waits for it.
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
 
     def __call__(self, request):
+        if self.async_mode:
+            return self.__acall__(request)
         if request.method != "POST" or not EXECUTE_PATH.match(request.path_info):
             return self.get_response(request)
         prefix = _key_prefix(request)
         with admission.get_gate().turn(admission.line_for(prefix)):
             response = self.get_response(request)
-        principal = vars(request).get("user")   # DRF sets it once the key is checked
-        if prefix is not None and isinstance(principal, ApiPrincipal):
-            admission.learn(prefix, principal.account.pk)
+        _learn(request, prefix)
         return response
+
+    async def __acall__(self, request):
+        if request.method != "POST" or not EXECUTE_PATH.match(request.path_info):
+            return await self.get_response(request)
+        prefix = _key_prefix(request)
+        async with async_admission.get_gate().turn(admission.line_for(prefix)):
+            response = await self.get_response(request)
+        _learn(request, prefix)
+        return response
+
+
+def _learn(request, prefix: str | None) -> None:
+    principal = vars(request).get("user")   # DRF sets it once the key is checked
+    if prefix is not None and isinstance(principal, ApiPrincipal):
+        admission.learn(prefix, principal.account.pk)
 
 
 def _key_prefix(request) -> str | None:

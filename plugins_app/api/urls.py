@@ -3,6 +3,7 @@
 from django.urls import path
 
 from plugins_app.api.account import views as account_views
+from plugins_app.api.async_execute import AsyncHookExecuteView
 from plugins_app.api.host import views as host_views
 from plugins_app.api.plugins import catalog_views, sdk_views, views
 from plugins_app.api.scheduling import views as scheduling_views
@@ -13,7 +14,7 @@ from plugins_app.api.versions import views as version_views
 urlpatterns = [
     path("ping", views.PingView.as_view(), name="ping"),
     path("hooks", views.HookListView.as_view(), name="hook-list"),
-    path("hooks/<str:hook>/execute", views.HookExecuteView.as_view(), name="hook-execute"),
+    path("hooks/<str:hook>/execute", AsyncHookExecuteView.as_view(), name="hook-execute"),
     path("hooks/<str:hook>/try", views.HookTryView.as_view(), name="hook-try"),
     path("plugins", views.PluginListView.as_view(), name="plugin-list"),
     path("plugins/<str:installation_id>", views.PluginDetailView.as_view(), name="plugin-detail"),

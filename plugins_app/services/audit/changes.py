@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 from dataclasses import dataclass
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.db.models import QuerySet
 
 from plugins_app.errors import InvalidInput
@@ -47,13 +48,27 @@ def current_actor() -> Actor:
 class ChangeActorMiddleware:
     """Makes the request available to `current_actor()` while it is answered."""
 
+    sync_capable = async_capable = True
+
     def __init__(self, get_response):
         self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:   # under ASGI: a context variable follows the task into its sync steps
+            markcoroutinefunction(self)
 
     def __call__(self, request):
+        if self.async_mode:
+            return self.__acall__(request)
         token = _request.set(request)
         try:
             return self.get_response(request)
+        finally:
+            _request.reset(token)
+
+    async def __acall__(self, request):
+        token = _request.set(request)
+        try:
+            return await self.get_response(request)
         finally:
             _request.reset(token)
 

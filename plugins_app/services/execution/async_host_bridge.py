@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from asgiref.sync import sync_to_async
+
 from plugins_app.runtime.web.chain import Handler
 from plugins_app.services.engine.tier import get_tier
 from plugins_app.services.execution.host_bridge import MEMBERS, HostBridge, HostCall, Member, StoodIn
@@ -67,8 +69,15 @@ def _host_threads() -> ThreadPoolExecutor:
         return _executor
 
 
+# Set by a run whose sync work must stay on its request's thread: the async execute view served by WSGI
+# (the development server, Django's test client, whose transaction is that thread's connection).
+on_request_thread: contextvars.ContextVar[bool] = contextvars.ContextVar("hub_on_request_thread", default=False)
+
+
 async def in_host_thread(fn: Callable[..., T], *args: Any) -> T:
     """`fn(*args)` on a host thread, with this context's variables (a tracing span, for one)."""
+    if on_request_thread.get():
+        return await sync_to_async(fn, thread_sensitive=True)(*args)
     context = contextvars.copy_context()
     return await asyncio.get_running_loop().run_in_executor(_host_threads(), functools.partial(context.run, fn, *args))
 

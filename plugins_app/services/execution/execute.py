@@ -21,7 +21,8 @@ from plugins_app.services.execution.record import WARNING_STATUSES, record_resul
 from plugins_app.services.hooks import require_hook
 
 
-def prepare_request(account, hook: str, body, *, traceparent: str | None = None) -> Invocation:
+def prepare_request(account, hook: str, body, *, traceparent: str | None = None,
+                    asynchronous: bool = False) -> Invocation:
     """The execute API's body ({"context", "hop"?, "turnId"?, "conversation"?}) checked, and its live run
     prepared: the seam's first step, which the sync and the async execute paths share."""
     invocation = open_invocation(account, hook, mode=Mode.LIVE, origin="api", traceparent=traceparent)
@@ -32,7 +33,8 @@ def prepare_request(account, hook: str, body, *, traceparent: str | None = None)
         if "context" not in body:
             raise InvalidInput("context", "this field is required")
     return prepare(account, hook, body["context"], hop=body.get("hop", 0), turn_id=body.get("turnId", ""),
-                   extras={"conversation": body.get("conversation")}, invocation=invocation)
+                   extras={"conversation": body.get("conversation")}, invocation=invocation,
+                   asynchronous=asynchronous)
 
 
 def execute_request(account, hook: str, body, *, traceparent: str | None = None) -> Invocation:

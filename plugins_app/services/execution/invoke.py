@@ -23,9 +23,11 @@ from django.conf import settings
 from plugins_app.errors import InvalidInput
 from plugins_app.runtime.tables.context import MAX_ID_LENGTH, ContextError, validate_context
 from plugins_app.runtime.tables.hooks import HookSpec
+from plugins_app.runtime.web.async_chain import run_chain_async
 from plugins_app.runtime.web.chain import ChainResult, Handler, SlowHandler, run_chain
-from plugins_app.services.engine.tier import engine_key, get_tier
+from plugins_app.services.engine.tier import engine_key, get_async_tier, get_tier
 from plugins_app.services.execution import quarantine
+from plugins_app.services.execution.async_host_bridge import AsyncHostBridge, in_host_thread
 from plugins_app.services.execution.chain_cache import chain_cache
 from plugins_app.services.execution.host_bridge import HostBridge
 from plugins_app.services.execution.record import record_result
@@ -174,11 +176,12 @@ def prepare(account, hook: str, context, *, mode: Mode = Mode.LIVE, origin: str 
             turn_id: str = "", extras: dict | None = None, swap: HandlerSwap | None = None,
             handlers: list[Handler] | None = None, live_reads: bool = False, traceparent: str | None = None,
             bad_context: Callable[[ContextError], Exception] | None = None,
-            invocation: Invocation | None = None) -> Invocation:
+            invocation: Invocation | None = None, asynchronous: bool = False) -> Invocation:
     """Sync, the database. Checks `hop`, `turn_id` and the context against the hook's table, loads the
     account's handlers for it (or takes `handlers`), applies `swap` (drafts or versions in place of live
     code), and builds the host bridge with the mode's rules (`live_reads`: a replay's plain GET/HEAD
-    fetches made for real). `bad_context` turns a context that does not fit into the caller's error."""
+    fetches made for real). `bad_context` turns a context that does not fit into the caller's error.
+    `asynchronous`: the run will be awaited (run_async), so the bridge answers host calls as coroutines."""
     invocation = invocation or open_invocation(account, hook, mode=mode, origin=origin, traceparent=traceparent)
     with failing(invocation):
         spec = require_hook(hook)
@@ -199,9 +202,10 @@ def prepare(account, hook: str, context, *, mode: Mode = Mode.LIVE, origin: str 
         rules = invocation.rules
         invocation.spec, invocation.context, invocation.hop, invocation.turn_id = spec, clean, hop, turn_id
         invocation.handlers = chain
-        invocation.bridge = HostBridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras,
-                                       record=rules.record, dry_run=rules.dry_run,
-                                       live_reads=live_reads and rules.dry_run)
+        bridge = AsyncHostBridge if asynchronous else HostBridge
+        invocation.bridge = bridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras,
+                                   record=rules.record, dry_run=rules.dry_run,
+                                   live_reads=live_reads and rules.dry_run)
     return invocation
 
 
@@ -211,6 +215,27 @@ def run(invocation: Invocation) -> ChainResult:
         args = invocation.run_args()
         invocation.result = run_chain(get_tier(), args.pop("account_key"), args.pop("spec"), args.pop("handlers"),
                                       args.pop("context"), **args)
+    return invocation.result
+
+
+async def run_async(invocation: Invocation) -> ChainResult:
+    """The engine run awaited on the event loop (prepare(..., asynchronous=True) first): no thread is
+    held while the engine runs or a network host call (fetch, llm, decide) waits; the database's
+    members, and a slow handler's lane move, run on the async bridge's small pool of host threads."""
+    with failing(invocation):
+        args = invocation.run_args()
+        bridge, on_slow = args.pop("host"), args.pop("on_slow")
+        if not isinstance(bridge, AsyncHostBridge):
+            raise TypeError("run_async needs a run prepared with asynchronous=True")
+        slow = None
+        if on_slow is not None:
+            sync_slow = on_slow
+
+            async def slow(handler: Handler) -> None:
+                await in_host_thread(sync_slow, handler)
+        invocation.result = await run_chain_async(
+            get_async_tier(), args.pop("account_key"), args.pop("spec"), args.pop("handlers"), args.pop("context"),
+            host=bridge.answer, on_slow=slow, **args)
     return invocation.result
 
 
