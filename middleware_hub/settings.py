@@ -253,5 +253,9 @@ LOGGING = {
         "django.utils.autoreload": {"level": "WARNING"},
         "accounts": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "plugins_app": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # The async host.fetch's HTTP client logs each request's and answer's headers at DEBUG (and its
+        # URL at INFO): with granted secrets put in, never (docs/secrets.md: no output holds a value).
+        "httpcore": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
     },
 }
