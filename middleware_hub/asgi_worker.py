@@ -11,6 +11,8 @@ class HubWorker(UvicornWorker):
 
     CONFIG_KWARGS: dict[str, Any] = {"loop": "uvloop", "http": "h11", "lifespan": "off"}
 
+    wsgi: Any   # gunicorn's name for the loaded application: here, an ASGI one
+
     def load_wsgi(self) -> None:
         super().load_wsgi()
         from django.core.handlers.wsgi import WSGIHandler

@@ -91,9 +91,10 @@ def test_the_asgi_worker_answers_as_the_threaded_worker_did():
 
 
 def test_calls_waiting_on_a_slow_fetch_hold_no_thread_each():
-    """CALLS calls of one account whose plugin awaits host.fetch; the loopback site holds the first fetch
+    """CALLS calls of one account whose plugin awaits host.fetch; the loopback site holds the fetches
     until every call has reached the worker, then answers them all. Meanwhile the worker's threads are
-    counted: a thread per waiting call (the gthread worker) would be CALLS of them at least."""
+    counted: a thread per waiting call (the gthread worker) would be CALLS of them at least. Twice: the
+    second burst's memory is what a waiting call costs once the worker is warm."""
     calls, step_threads = 40, 4
     release, fetched = threading.Event(), threading.Event()
 
@@ -107,10 +108,8 @@ def test_calls_waiting_on_a_slow_fetch_hold_no_thread_each():
     try:
         auth = setup_account(server, FETCHER.replace("URL", repr(site.url + "/check")), ("host:fetch",))
         pid = worker_pid(server)
-        idle_threads, idle_kib = threads_of(pid), resident_kib(pid)
-        results: list = []
 
-        def call():
+        def call(results: list):
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
             try:
                 conn.request("POST", "/api/v1/hooks/systemPrompt/execute", json.dumps({"context": PROMPT}),
@@ -120,25 +119,30 @@ def test_calls_waiting_on_a_slow_fetch_hold_no_thread_each():
             finally:
                 conn.close()
 
-        callers = [threading.Thread(target=call, daemon=True) for _ in range(calls)]
-        for caller in callers:
-            caller.start()
-        assert fetched.wait(60), "no chain reached its host.fetch"
-        deadline = time.monotonic() + 60
-        while connections_to(pid, server.port) < calls:   # every call is in the worker, waiting
-            assert time.monotonic() < deadline, connections_to(pid, server.port)
-            time.sleep(0.02)
-        waiting_threads, waiting_kib = threads_of(pid), resident_kib(pid)
-        release.set()
-        for caller in callers:
-            caller.join(120)
-        assert [status for status, _ in results] == [200] * calls
-        assert {body["value"] for _, body in results} == {"base ok"}
-        print(f"\nworker threads: {idle_threads} idle, {waiting_threads} with {calls} calls waiting; "
-              f"resident {idle_kib} KiB idle, +{(waiting_kib - idle_kib) / calls:.1f} KiB per waiting call")
-        # The loop's thread, the step pool, the host-member and resolver pools, the metrics thread:
-        # bounded by the pools' sizes, not by the calls.
-        assert waiting_threads < calls
+        for burst in ("first", "warm"):
+            release.clear()
+            fetched.clear()
+            idle_threads, idle_kib = threads_of(pid), resident_kib(pid)
+            results: list = []
+            callers = [threading.Thread(target=call, args=(results,), daemon=True) for _ in range(calls)]
+            for caller in callers:
+                caller.start()
+            assert fetched.wait(60), "no chain reached its host.fetch"
+            deadline = time.monotonic() + 60
+            while connections_to(pid, server.port) < calls:   # every call is in the worker, waiting
+                assert time.monotonic() < deadline, connections_to(pid, server.port)
+                time.sleep(0.02)
+            waiting_threads, waiting_kib = threads_of(pid), resident_kib(pid)
+            release.set()
+            for caller in callers:
+                caller.join(120)
+            assert [status for status, _ in results] == [200] * calls
+            assert {body["value"] for _, body in results} == {"base ok"}
+            print(f"\n{burst} burst: worker threads {idle_threads} idle, {waiting_threads} with {calls} calls "
+                  f"waiting; resident {idle_kib} KiB idle, {(waiting_kib - idle_kib) / calls:+.1f} KiB per waiting call")
+            # The loop's thread, the step pool, the host-member and resolver pools, the metrics thread:
+            # bounded by the pools' sizes, not by the calls.
+            assert waiting_threads < calls
     finally:
         release.set()
         server.stop()
