@@ -69,16 +69,20 @@ class AsyncHookExecuteView(HookExecuteView):
 
     async def dispatch(self, request, *args, **kwargs) -> HttpResponseBase:  # type: ignore[override]  # async, unlike APIView's
         asgi = isinstance(request, ASGIRequest)
-        if not asgi:   # the database's host members and lane moves too stay on the request's thread
-            on_request_thread.set(True)
-        begun = await in_step_thread(self._begin, request, args, kwargs, served_by_asgi=asgi)
-        if not isinstance(begun, Invocation):
-            return begun
+        # Served by WSGI, the database's host members and lane moves too stay on the request's thread.
+        # Reset at the end: async_to_sync hands a coroutine's context changes back to its caller.
+        token = on_request_thread.set(not asgi)
         try:
-            await run_async(begun)
-        except Exception as exc:   # no engine took it (503), or a bug: answered as DRF would
-            return await in_step_thread(self._answer_error, exc, served_by_asgi=asgi)
-        return await in_step_thread(self._end, begun, served_by_asgi=asgi)
+            begun = await in_step_thread(self._begin, request, args, kwargs, served_by_asgi=asgi)
+            if not isinstance(begun, Invocation):
+                return begun
+            try:
+                await run_async(begun)
+            except Exception as exc:   # no engine took it (503), or a bug: answered as DRF would
+                return await in_step_thread(self._answer_error, exc, served_by_asgi=asgi)
+            return await in_step_thread(self._end, begun, served_by_asgi=asgi)
+        finally:
+            on_request_thread.reset(token)
 
     def _begin(self, request, args: tuple, kwargs: dict) -> Invocation | HttpResponseBase:
         """DRF's dispatch up to the handler (authentication, permissions, the edge's checks), then the
@@ -89,6 +93,11 @@ class AsyncHookExecuteView(HookExecuteView):
         self.headers = self.default_response_headers
         try:
             self.initial(drf_request, *args, **kwargs)
+            method = drf_request.method.lower()
+            if method != "post":   # OPTIONS, or a method not allowed: DRF's own answers
+                known = method in self.http_method_names
+                handler = getattr(self, method, self.http_method_not_allowed) if known else self.http_method_not_allowed
+                return self._rendered(handler(drf_request, *args, **kwargs))
             return execution.prepare_request(self.account, kwargs["hook"], drf_request.data,
                                              traceparent=drf_request.META.get("HTTP_TRACEPARENT"),
                                              asynchronous=True)
