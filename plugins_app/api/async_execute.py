@@ -93,7 +93,7 @@ class AsyncHookExecuteView(HookExecuteView):
         self.headers = self.default_response_headers
         try:
             self.initial(drf_request, *args, **kwargs)
-            method = drf_request.method.lower()
+            method = (drf_request.method or "").lower()
             if method != "post":   # OPTIONS, or a method not allowed: DRF's own answers
                 known = method in self.http_method_names
                 handler = getattr(self, method, self.http_method_not_allowed) if known else self.http_method_not_allowed
