@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from django.db import close_old_connections
+
 from plugins_app.runtime.web.chain import Handler
 from plugins_app.services.engine.tier import get_tier
 from plugins_app.services.execution.host_bridge import MEMBERS, HostBridge, HostCall, Member, StoodIn
@@ -68,9 +70,20 @@ def _host_threads() -> ThreadPoolExecutor:
 
 
 async def in_host_thread(fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` on a host thread, with this context's variables (a tracing span, for one)."""
+    """`fn(*args)` on a host thread, with this context's variables (a tracing span, for one). Its
+    database connection is looked after as a request's is (too old or broken: closed, before and
+    after), since no request begins or ends on that thread."""
     context = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(_host_threads(), functools.partial(context.run, fn, *args))
+    return await asyncio.get_running_loop().run_in_executor(
+        _host_threads(), functools.partial(context.run, _with_connection, fn, *args))
+
+
+def _with_connection(fn: Callable[..., T], *args: Any) -> T:
+    close_old_connections()
+    try:
+        return fn(*args)
+    finally:
+        close_old_connections()
 
 
 def _nested_call(fn: Member, call: HostCall, args: list) -> Any:

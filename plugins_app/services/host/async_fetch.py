@@ -15,13 +15,13 @@ import httpx
 from django.conf import settings
 
 from plugins_app.runtime.web.chain import HostError
-from plugins_app.services.execution.async_host_bridge import async_member
+from plugins_app.services.execution.async_host_bridge import async_member, in_host_thread
 from plugins_app.services.execution.host_bridge import HostCall
 from plugins_app.services.host import fetch as sync_fetch
 from plugins_app.services.host import ssrf
 from plugins_app.services.host.fetch import CHUNK
 
-# As fetch.Injector, awaited: the secrets are read from the database on a thread.
+# As fetch.Injector, awaited: the secrets are read from the database on a host thread.
 AsyncInjector = Callable[[str, str, dict, str | None], Awaitable[tuple[str, dict, str | None]]]
 # httpx's own defaults, which http.client does not send; the plugin's headers, Host and
 # Accept-Encoding: identity (as http.client sends it) go instead.
@@ -129,7 +129,7 @@ async def _read_body(response: httpx.Response, hostname: str, deadline: float) -
 
 def _secret_injector(call: HostCall, names: list[str]) -> AsyncInjector:
     async def inject(host: str, target: str, headers: dict, body: str | None) -> tuple[str, dict, str | None]:
-        values = await asyncio.to_thread(call.secrets.for_request, "host.fetch", call.handler, names, host)
+        values = await in_host_thread(call.secrets.for_request, "host.fetch", call.handler, names, host)
         return sync_fetch.with_secrets(values, target, headers, body)
     return inject
 
@@ -144,7 +144,7 @@ async def fetch(call: HostCall, args: list) -> dict:
     url, method, headers, body, names = sync_fetch.planned(args)
     # Knows every secret granted to this handler (none: it changes nothing, at no cost).
     if _knows_secrets(call):
-        redactor = await asyncio.to_thread(call.secrets.redactor_for, [call.handler])
+        redactor = await in_host_thread(call.secrets.redactor_for, [call.handler])
     else:
         redactor = call.secrets.redactor_for([call.handler])
     try:
