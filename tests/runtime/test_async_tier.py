@@ -358,3 +358,33 @@ def test_uvloop_or_asyncio_the_pool_reuses_one_connection_and_waiting_wraps_each
             return tier.idle(tier.order("acct-async-loop")[0])
     assert LOOPS[loop](main()) == 1
     assert len(entered) >= 3   # the caller gave its place away at least once per call
+
+
+@pytest.mark.parametrize("engine_reads", [True, False])
+def test_a_request_larger_than_the_sockets_buffer(engine_reads):
+    # Code being shipped makes a request of megabytes: written as the engine takes it, and an engine
+    # that takes none of it fails the request as wedged instead of holding it for ever.
+    code = "x" * (4 * 1024 * 1024)
+
+    async def main():
+        link, engine = await _link_over_pair()
+
+        def serve():
+            request = wire.loads(engine.recv_bytes())
+            engine.send_bytes(wire.dumps({"op": "result", "id": request["id"], "size": len(request["code"])}))
+        if engine_reads:
+            serving = threading.Thread(target=serve)
+            serving.start()
+            reply = await link.request({"op": "run", "code": code}, silence_limit=5)
+            serving.join()
+            engine.close()
+            return reply
+        with pytest.raises(EngineDown) as down:
+            await link.request({"op": "run", "code": code}, silence_limit=0.3)
+        engine.close()
+        return down.value
+    outcome = asyncio.run(main())
+    if engine_reads:
+        assert outcome["size"] == len(code)
+    else:
+        assert outcome.kind == "wedged"

@@ -65,6 +65,10 @@ class AsyncFrames:
             raise BrokenPipeError("the connection is closed")
         self.writer.write(wire.frame(data))
 
+    def pending(self) -> int:
+        """Bytes written but not yet taken by the socket."""
+        return self.writer.transport.get_write_buffer_size()
+
     async def drain(self) -> None:
         await self.writer.drain()
 
@@ -143,19 +147,26 @@ class AsyncEngineLink:
         clean = False
         try:
             self.frames.send(wire.dumps(message))
-            try:
-                await asyncio.wait_for(self.frames.drain(), silence_limit)
-            except TimeoutError:   # the engine reads nothing: what it would do with the rest is unknown
-                raise EngineDown(CrashKind.WEDGED.value) from None
+            if self.frames.pending():   # a large request (code being shipped) fills the socket's buffer
+                try:
+                    async with asyncio.timeout(silence_limit):
+                        await self.frames.drain()
+                except TimeoutError:   # the engine reads nothing: what it would do with the rest is unknown
+                    raise EngineDown(CrashKind.WEDGED.value) from None
             exchange.sent = True
             while True:
-                if reading is None:
-                    reading = loop.create_task(self.frames.recv())
-                if not await self._wait(reading, hosts, silence_limit, waiting):
-                    continue
-                raw, reading = reading.result(), None
+                if reading is None and not hosts:
+                    # The usual case: nothing of ours outstanding, so the read alone is awaited (a
+                    # read cut by the limit loses its frame, but that connection is closed then).
+                    raw = await self._read(silence_limit, waiting)
+                else:
+                    if reading is None:
+                        reading = loop.create_task(self.frames.recv())
+                    if not await self._wait(reading, hosts, silence_limit, waiting):
+                        continue
+                    raw, reading = reading.result(), None
                 reply: JsonObject = wire.loads(raw)
-                if await self._heard(reply, exchange, hosts, on_host, on_slow):
+                if await self._heard(reply, exchange, hosts, on_host, on_slow, silence_limit):
                     # A call the chain fired without awaiting is still answered, as the sync link
                     # answers every host call it read before the result.
                     if hosts:
@@ -172,6 +183,16 @@ class AsyncEngineLink:
                 for task in hosts:
                     task.cancel()
                 self.close()
+
+    async def _read(self, silence_limit: float, waiting: AsyncWaiting | None) -> bytes:
+        try:
+            if waiting is None:
+                async with asyncio.timeout(silence_limit):
+                    return await self.frames.recv()
+            async with waiting(), asyncio.timeout(silence_limit):
+                return await self.frames.recv()
+        except TimeoutError:
+            raise EngineDown(CrashKind.WEDGED.value) from None
 
     @staticmethod
     async def _wait(reading: asyncio.Task[bytes], hosts: set[asyncio.Task[None]], silence_limit: float,
@@ -192,7 +213,7 @@ class AsyncEngineLink:
         return reading in done
 
     async def _heard(self, reply: JsonObject, exchange: Exchange, hosts: set[asyncio.Task[None]],
-                     on_host: AsyncHostHandler | None, on_slow: AsyncSlowHandler | None) -> bool:
+                     on_host: AsyncHostHandler | None, on_slow: AsyncSlowHandler | None, silence_limit: float) -> bool:
         """Acts on one frame from the engine; True when it is the request's result."""
         exchange.note(reply)
         op = reply.get("op")
@@ -201,7 +222,7 @@ class AsyncEngineLink:
             if stray is not None:
                 self.frames.send(host_reply(reply, stray))
             else:
-                hosts.add(asyncio.get_running_loop().create_task(self._answer(reply, on_host)))
+                hosts.add(asyncio.get_running_loop().create_task(self._answer(reply, on_host, silence_limit)))
         elif op == Op.SLOW.value:
             if on_slow is not None:
                 await on_slow(reply["handler"])
@@ -209,11 +230,16 @@ class AsyncEngineLink:
             return exchange.is_result(reply)
         return False
 
-    async def _answer(self, call: JsonObject, on_host: AsyncHostHandler | None) -> None:
+    async def _answer(self, call: JsonObject, on_host: AsyncHostHandler | None, silence_limit: float) -> None:
         answer = {"ok": False, "error": "no host here"} if on_host is None else await on_host(call)
         with contextlib.suppress(OSError):   # the engine is gone: the read says so
             self.frames.send(host_reply(call, answer))
-            await self.frames.drain()
+            if self.frames.pending():
+                try:
+                    async with asyncio.timeout(silence_limit):
+                        await self.frames.drain()
+                except TimeoutError:   # the engine takes nothing from us any more: the read ends with this
+                    self.close()
 
     def alive(self) -> bool:
         """Whether this connection may carry another request: open, and the engine process it

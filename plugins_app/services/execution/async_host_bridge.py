@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
+from django.db import close_old_connections
 
 from plugins_app.runtime.web.chain import Handler
 from plugins_app.services.engine.tier import get_tier
@@ -75,11 +76,23 @@ on_request_thread: contextvars.ContextVar[bool] = contextvars.ContextVar("hub_on
 
 
 async def in_host_thread(fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` on a host thread, with this context's variables (a tracing span, for one)."""
+    """`fn(*args)` on a host thread, with this context's variables (a tracing span, for one). Its
+    database connection is looked after as a request's is (too old or broken: closed, before and
+    after), since no request begins or ends on that thread. With `on_request_thread` set, on the
+    request's own thread instead (whose connection its request looks after)."""
     if on_request_thread.get():
         return await sync_to_async(fn, thread_sensitive=True)(*args)
     context = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(_host_threads(), functools.partial(context.run, fn, *args))
+    return await asyncio.get_running_loop().run_in_executor(
+        _host_threads(), functools.partial(context.run, _with_connection, fn, *args))
+
+
+def _with_connection(fn: Callable[..., T], *args: Any) -> T:
+    close_old_connections()
+    try:
+        return fn(*args)
+    finally:
+        close_old_connections()
 
 
 def _nested_call(fn: Member, call: HostCall, args: list) -> Any:

@@ -30,9 +30,14 @@ _CLIENT_DEFAULTS = ("accept", "accept-encoding", "connection", "user-agent")
 
 
 @functools.lru_cache(maxsize=1)
-def _tls() -> ssl.SSLContext:
+def system_trust() -> ssl.SSLContext:
     """The system's trust store, as fetch.py's ssl.create_default_context() (not certifi's): made once."""
     return ssl.create_default_context()
+
+
+def _tls() -> ssl.SSLContext:
+    """What host.fetch trusts over https (a test puts its own authority here)."""
+    return system_trust()
 
 
 def _client(scheme: str) -> httpx.AsyncClient:

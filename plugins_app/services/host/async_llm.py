@@ -11,6 +11,7 @@ from plugins_app.runtime.web.chain import HostError
 from plugins_app.services.execution.async_host_bridge import async_member
 from plugins_app.services.execution.host_bridge import HostCall
 from plugins_app.services.host import llm as sync_llm
+from plugins_app.services.host.async_fetch import system_trust
 from plugins_app.services.host.llm import MAX_RESPONSE_BYTES
 
 ERROR_BYTES = 64 * 1024   # of an error answer, read for its message (as llm.py reads it)
@@ -28,11 +29,12 @@ async def complete_async(messages: list[dict], options: dict | None = None, *, m
 async def _complete(messages: list[dict], options: dict | None, member_name: str) -> str:
     url, body, headers = sync_llm.chat_request(messages, options, member_name)
     limit = sync_llm.time_limit()
-    # The environment's proxies are honoured, as urllib's opener honours them for the sync call; a
-    # redirect is not followed (an answer of its own: "answered HTTP 3xx").
+    # The environment's proxies are honoured, as urllib's opener honours them for the sync call, and
+    # the system's trust store is urllib's too; a redirect is not followed (an answer of its own:
+    # "answered HTTP 3xx").
     try:
-        async with asyncio.timeout(limit), httpx.AsyncClient(trust_env=True, follow_redirects=False,
-                                                             timeout=limit) as client:
+        async with asyncio.timeout(limit), httpx.AsyncClient(trust_env=True, follow_redirects=False, timeout=limit,
+                                                             verify=system_trust()) as client:
             request = client.build_request("POST", url, content=body, headers=headers)
             del request.headers["Accept-Encoding"]   # identity, as urllib asks: the cap counts bytes as sent
             response = await client.send(request, stream=True)

@@ -87,8 +87,14 @@ def test_the_network_members_have_async_implementations():
 # -- host.fetch: the sync one's rules ---------------------------------------------------------------
 
 @pytest.mark.django_db
-def test_the_async_fetch_sends_and_answers_as_the_sync_one(site, local_allowed):
-    args = (f"{site.url}/echo?q=1", "POST", {"X-Token": "abc", "Authorization": "Bearer x"}, "payload")
+@pytest.mark.parametrize(("method", "headers", "body"), [
+    ("POST", {"X-Token": "abc", "Authorization": "Bearer x"}, "payload"),
+    ("POST", {}, None),
+    ("GET", {"Accept": "text/plain", "Accept-Encoding": "gzip"}, None),
+    ("DELETE", {"user-agent": "mine"}, None),
+])
+def test_the_async_fetch_sends_and_answers_as_the_sync_one(site, local_allowed, method, headers, body):
+    args = (f"{site.url}/echo?q=1", method, headers, body)
     sync_answer = fetch_url(*args)
     async_answer = asyncio.run(fetch_url_async(*args))
     ignored = {"date"}   # when the server answered
@@ -98,7 +104,7 @@ def test_the_async_fetch_sends_and_answers_as_the_sync_one(site, local_allowed):
     first, second = site.requests
     # The same request on the wire: method, target, body, and the same headers (none of httpx's own).
     assert (second.method, second.path, second.body) == (first.method, first.path, first.body) == \
-        ("POST", "/echo?q=1", b"payload")
+        (method, "/echo?q=1", (body or "").encode())
     assert second.headers == first.headers
     assert json.loads(async_answer["body"])["host"] == f"127.0.0.1:{site.port}"
 
