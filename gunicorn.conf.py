@@ -1,4 +1,4 @@
-"""gunicorn settings read when the hub is served from this directory: threaded workers, one engine tier."""
+"""gunicorn settings read when the hub is served from this directory: ASGI (or threaded) workers, one engine tier."""
 
 import os
 import shutil
@@ -12,9 +12,12 @@ from pathlib import Path
 from plugins_app.runtime.config import EngineConfig
 from plugins_app.runtime.environment import Env
 
-# A request waiting on an engine holds a thread, not a whole worker: a slow or runaway plugin
-# can't occupy the workers every other account needs.
-worker_class = "gthread"
+# asgi (the default): uvicorn's worker, where an execute call waiting on its engine or a host call is a
+# coroutine, not a thread (plugins_app/api/async_execute.py); the other endpoints run on a pool of
+# HUB_WORKER_THREADS threads. gthread: a thread per request, as before (a waiting call holds one).
+WORKER_CLASSES = {"asgi": "middleware_hub.asgi_worker.HubWorker", "gthread": "gthread"}
+_worker = Env(os.environ).choice("HUB_WORKER_CLASS", "asgi", tuple(WORKER_CLASSES))
+worker_class = WORKER_CLASSES[_worker]
 threads = Env(os.environ).integer("HUB_WORKER_THREADS", 16, minimum=1)
 
 TIER_CHECK_SECONDS = 0.5   # how soon the master notices a dead supervisor

@@ -221,6 +221,9 @@ HUB_TAIL = TailConfig.from_env(os.environ, broker_url=CELERY_BROKER_URL, var_dir
 HUB_ENGINE = EngineConfig.from_env(os.environ)
 # Usage metering and API key use are buffered and written every N seconds (0 writes on every call).
 HUB_METERING_FLUSH_SECONDS = _env.number("HUB_METERING_FLUSH_SECONDS", 2.0)
+# Threads of a gthread worker; under the ASGI worker, the threads the async execute path's short
+# sync steps (and the other, sync, endpoints) run on (plugins_app/api/async_execute.py).
+HUB_WORKER_THREADS = _env.integer("HUB_WORKER_THREADS", 16, minimum=1)
 
 LOGGING = {
     "version": 1,
@@ -246,5 +249,9 @@ LOGGING = {
         "django.utils.autoreload": {"level": "WARNING"},
         "accounts": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "plugins_app": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # The async host.fetch's HTTP client logs each request's and answer's headers at DEBUG (and its
+        # URL at INFO): with granted secrets put in, never (docs/secrets.md: no output holds a value).
+        "httpcore": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
     },
 }

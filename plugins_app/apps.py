@@ -15,19 +15,22 @@ class PluginsAppConfig(AppConfig):
 
         from plugins_app.models import CronJob
         from plugins_app.models.scheduling import delete_periodic_task
-        from plugins_app.services.engine import admission, tier
-        from plugins_app.services.execution import quarantine
+        from plugins_app.services.engine import admission, async_admission, tier
+        from plugins_app.services.execution import invoke, quarantine
         from plugins_app.services.execution.observers import after_chain
         from plugins_app.services.host import log, platform, registry
-        from plugins_app.services.observability import latency, metering, metrics, tail
+        from plugins_app.services.observability import latency, metering, metrics, tail, tracing
         from plugins_app.services.scheduling import task_queue
         from plugins_app.services.versions import shadow
 
         # Fair admission reports to the metrics; a call waiting on its engine gives its place away.
         admission.configure(on_wait=metrics.admission_waited, on_rest=metrics.admission_rested)
-        tier.configure(waiting=lambda: admission.get_gate().waiting())
+        tier.configure(waiting=lambda: admission.get_gate().waiting(), async_waiting=async_admission.waiting)
         quarantine.configure(on_quarantined=metrics.quarantined)
         registry.register()   # the host.* members, into the host bridge
+        # Every chain run, whatever its mode or caller, opens these (the seam refuses to run without).
+        invoke.probes.add("tracing", tracing.invocation_probe)
+        invoke.probes.add("metrics", metrics.invocation_probe)
         # After each recorded chain run, in this order (pluggy's one call seam, for the hub).
         after_chain.add("quarantine", quarantine.observe_chain)
         after_chain.add("metering", metering.observe_chain)

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from plugins_app.api.account import views as account_views
+from plugins_app.api.async_execute import AsyncHookExecuteView
 from plugins_app.api.audit import views as audit_views
 from plugins_app.api.execution import views as execution_views
 from plugins_app.api.host import views as host_views
@@ -15,7 +16,7 @@ from plugins_app.api.versions import views as version_views
 urlpatterns = [
     path("ping", execution_views.PingView.as_view(), name="ping"),
     path("hooks", execution_views.HookListView.as_view(), name="hook-list"),
-    path("hooks/<str:hook>/execute", execution_views.HookExecuteView.as_view(), name="hook-execute"),
+    path("hooks/<str:hook>/execute", AsyncHookExecuteView.as_view(), name="hook-execute"),
     path("hooks/<str:hook>/try", execution_views.HookTryView.as_view(), name="hook-try"),
     path("plugins", views.PluginListView.as_view(), name="plugin-list"),
     path("plugins/<str:installation_id>", views.PluginDetailView.as_view(), name="plugin-detail"),

@@ -11,7 +11,19 @@ from typing import Any
 import orjson
 
 _LENGTH = struct.Struct("!i")   # multiprocessing.Connection's frame header, so either end may be one
+HEADER_SIZE = _LENGTH.size
 READ_SIZE = 64 * 1024
+
+
+def frame(data: bytes) -> bytes:
+    """`data` as one frame on the wire: its length, then itself."""
+    return _LENGTH.pack(len(data)) + data
+
+
+def frame_length(header: bytes) -> int:
+    """The length of the frame whose HEADER_SIZE bytes of header these are."""
+    length: int = _LENGTH.unpack(header)[0]
+    return length
 
 
 class Frames:
@@ -28,10 +40,10 @@ class Frames:
         return self._fd
 
     def send_bytes(self, data: bytes) -> None:
-        frame = _LENGTH.pack(len(data)) + data
-        written = os.write(self._fd, frame)
-        if written < len(frame):   # a large frame (code being shipped) fills the socket's buffer
-            view = memoryview(frame)[written:]
+        whole = frame(data)
+        written = os.write(self._fd, whole)
+        if written < len(whole):   # a large frame (code being shipped) fills the socket's buffer
+            view = memoryview(whole)[written:]
             while view:
                 view = view[os.write(self._fd, view):]
 
@@ -44,9 +56,9 @@ class Frames:
             self._buffer += chunk
         while (end := self._frame_end()) > len(self._buffer):
             self._buffer += self._read(max(end - len(self._buffer), READ_SIZE))
-        frame = bytes(self._buffer[_LENGTH.size:end])
+        body = bytes(self._buffer[_LENGTH.size:end])
         del self._buffer[:end]
-        return frame
+        return body
 
     def has_frame(self) -> bool:
         """Whether a whole frame was read already (the descriptor may not be readable then)."""

@@ -96,7 +96,7 @@ class Command(BaseCommand):
         """One real execute, so the auditor's cancel log and the usage page are not empty."""
         if CancelLog.objects.filter(account=account).exists():
             return
-        execute_hook(account, "sshCommandSending", dict(SSH_SAMPLE), turn_id="demo")
+        execute_hook(account, "sshCommandSending", dict(SSH_SAMPLE), turn_id="demo", origin="command")
         execute_hook(account, "systemPrompt", {"sessionId": "1001", "agentId": "2002", "sessionKind": "direct",
-                                               "systemPrompt": "You are a helpful agent."}, turn_id="demo")
+                                               "systemPrompt": "You are a helpful agent."}, turn_id="demo", origin="command")
         meter.flush()

@@ -4,9 +4,9 @@ EngineUnavailable: no engine took the chain, so nothing ran)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from plugins_app.runtime import positions
 from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_CPU_MS
@@ -103,12 +103,60 @@ def host_plan(spec: HookSpec, context: JsonObject, hop: int = 0) -> HostPlan:
 SlowHandler = Callable[[Handler], None]   # a handler is holding its isolate for a long time
 
 
+class CodeBook(Protocol):
+    """What a chain run asks its tier about code already shipped (Tier and AsyncTier both answer)."""
+
+    def unsent(self, account_key: str, handlers: list[tuple[str, str]]) -> list[str]: ...
+
+    def mark_shipped(self, account_key: str, handlers: list[tuple[str, str]]) -> None: ...
+
+
+@dataclass
+class Ask:
+    """One request a chain run needs its tier to send (tier.request's arguments but the callbacks,
+    which answer for the handlers of `by_id`)."""
+
+    request: RunRequest
+    by_id: dict[str, Handler]
+    lane: bool
+    silence: float
+
+
+# A chain run without its I/O: yields each Ask, is sent the engine's reply to it (or thrown the
+# EngineDown that request raised), returns the ChainResult. run_chain and async_chain drive it.
+ChainSteps = Generator[Ask, RunResult, ChainResult]
+
+
 def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handler],
               context: JsonObject, *, host: HostFunction | None = None, hop: int = 0,
               budget_ms: int = DEFAULT_BUDGET_MS, trace_values: bool = False,
               on_slow: SlowHandler | None = None, cpu_ms: int = DEFAULT_CPU_MS) -> ChainResult:
     """`trace_values` adds each handler's resulting value to its trace entry (for try-runs);
     `on_slow` hears of a handler that keeps its isolate busy (its installation should move lanes)."""
+    steps = chain_steps(tier, account_key, spec, handlers, context, hop=hop, budget_ms=budget_ms,
+                        trace_values=trace_values, cpu_ms=cpu_ms)
+    try:
+        ask = next(steps)
+        while True:
+            try:
+                reply = tier.request(account_key, ask.request, _on_host(ask.by_id, host), _on_slow(ask.by_id, on_slow),
+                                     ask.lane, ask.silence)
+            except EngineDown as down:
+                ask = steps.throw(down)
+                continue
+            # The engine's answer, as decoded: the engine is ours, so its shape is taken as read.
+            ask = steps.send(cast(RunResult, reply))
+    except StopIteration as done:
+        result: ChainResult = done.value
+        return result
+
+
+def chain_steps(tier: CodeBook, account_key: str, spec: HookSpec, handlers: list[Handler], context: JsonObject, *,
+                hop: int = 0, budget_ms: int = DEFAULT_BUDGET_MS, trace_values: bool = False,
+                cpu_ms: int = DEFAULT_CPU_MS) -> ChainSteps:
+    """One hook's chain, fail-open: quarantined handlers skipped, the lane picked, a handler another
+    call of the account holds left out, an engine lost mid-chain answered with the value unchanged
+    (but for EngineUnavailable, which is raised: nothing ran)."""
     now = time.time()
     runnable = [h for h in handlers if not h.quarantined(now)]
     if not runnable:   # nothing (left) hooks this point: no engine needed
@@ -121,7 +169,7 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
                    "handlers": [{"id": h.installation_id, "hash": h.code_hash} for h in runnable]}
         lane = any(h.in_slow_lane(now) for h in runnable)
         try:
-            reply = _request(tier, account_key, request, by_id, host, on_slow, lane, budget_ms)
+            reply = yield from _request(tier, account_key, request, by_id, lane, budget_ms)
         except EngineUnavailable:
             raise   # nothing ran: not a fail-open answer but "try again shortly" (the caller's to say)
         except EngineDown as down:
@@ -150,24 +198,8 @@ def run_chain(tier: Tier, account_key: str, spec: HookSpec, handlers: list[Handl
     return _finish(spec, context, reply["context"], cancellation, _skipped(spec, handlers, trace, context, trace_values, now))
 
 
-def _request(tier: Tier, account_key: str, request: RunRequest, by_id: dict[str, Handler],
-             host: HostFunction | None, on_slow: SlowHandler | None, lane: bool, budget_ms: int) -> RunResult:
-    def on_host(message: JsonObject) -> JsonObject:
-        handler_id = message.get("handler")
-        handler = by_id.get(handler_id) if isinstance(handler_id, str) else None
-        if handler is None or host is None:
-            return {"ok": False, "error": f"host.{message.get('member')} is not available here"}
-        try:
-            return {"ok": True, "value": host(handler, message["member"], message.get("args") or [])}
-        except HostError as exc:
-            return {"ok": False, "error": str(exc)}
-        except Exception as exc:  # a bug in a bridge must not take the chain down
-            return {"ok": False, "error": f"host.{message['member']} failed: {type(exc).__name__}"}
-
-    def slow(handler_id: str) -> None:
-        if on_slow is not None and handler_id in by_id:
-            on_slow(by_id[handler_id])
-
+def _request(tier: CodeBook, account_key: str, request: RunRequest, by_id: dict[str, Handler], lane: bool,
+             budget_ms: int) -> Generator[Ask, RunResult, RunResult]:
     # The engine answers every handler within its budget (it closes an isolate that won't): this
     # is only the limit for an engine process that stopped answering altogether.
     silence = (budget_ms / 1000 + 1) * len(by_id) + 10
@@ -176,16 +208,51 @@ def _request(tier: Tier, account_key: str, request: RunRequest, by_id: dict[str,
     unsent = tier.unsent(account_key, [(h.installation_id, h.code_hash) for h in by_id.values()])
     if unsent:
         request["code"] = _code(by_id, unsent)
-    # The engine's answer, as decoded: the engine is ours, so its shape is taken as read.
-    reply = cast(RunResult, tier.request(account_key, request, on_host, slow, lane, silence))
+    reply = yield Ask(request, by_id, lane, silence)
     if "missing" in reply:
         request["code"] = _code(by_id, reply["missing"])
-        reply = cast(RunResult, tier.request(account_key, request, on_host, slow, lane, silence))
+        reply = yield Ask(request, by_id, lane, silence)
     if unsent:
         tier.mark_shipped(account_key, [(i, by_id[i].code_hash) for i in unsent])
     if reply.get("fatal"):
         raise EngineDown(CrashKind.CRASHED.value)
     return reply
+
+
+def host_target(message: JsonObject, by_id: dict[str, Handler], available: bool) -> tuple[Handler, str, list[Any]] | JsonObject:
+    """The handler, member and arguments of a HOST frame, or the answer refusing it."""
+    handler_id = message.get("handler")
+    handler = by_id.get(handler_id) if isinstance(handler_id, str) else None
+    if handler is None or not available:
+        return {"ok": False, "error": f"host.{message.get('member')} is not available here"}
+    return handler, message["member"], message.get("args") or []
+
+
+def host_failed(exc: Exception, member: str) -> JsonObject:
+    """The answer to a host call whose member raised `exc`."""
+    if isinstance(exc, HostError):
+        return {"ok": False, "error": str(exc)}
+    # A bug in a bridge must not take the chain down.
+    return {"ok": False, "error": f"host.{member} failed: {type(exc).__name__}"}
+
+
+def _on_host(by_id: dict[str, Handler], host: HostFunction | None) -> Callable[[JsonObject], JsonObject]:
+    def on_host(message: JsonObject) -> JsonObject:
+        target = host_target(message, by_id, host is not None)
+        if isinstance(target, dict) or host is None:
+            return cast(JsonObject, target)
+        try:
+            return {"ok": True, "value": host(*target)}
+        except Exception as exc:  # noqa: BLE001 - answered to the plugin, never raised in the chain
+            return host_failed(exc, target[1])
+    return on_host
+
+
+def _on_slow(by_id: dict[str, Handler], on_slow: SlowHandler | None) -> Callable[[str], None]:
+    def slow(handler_id: str) -> None:
+        if on_slow is not None and handler_id in by_id:
+            on_slow(by_id[handler_id])
+    return slow
 
 
 def _load_failed(handler: Handler, reply: RunResult) -> HandlerTrace:

@@ -11,8 +11,9 @@ import socket
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,112 @@ class EngineUnavailable(EngineDown):
         super().__init__(CrashKind.CRASHED.value, started=False)
 
 
+def check_resend(down: EngineDown, attempt: int) -> None:
+    """After `down` on attempt 0 or 1 of a request: returns when the request goes once more on a
+    fresh connection (its chain surely never started), raises otherwise."""
+    if down.started or isinstance(down, EngineUnavailable):
+        raise down
+    if attempt:
+        raise EngineUnavailable() from None
+
+
+@dataclass
+class Exchange:
+    """One request's conversation with an engine, without the I/O (EngineLink's and the async
+    tier's): what was sent and heard, which decides whether its chain may have started when the
+    connection is lost."""
+
+    request_id: int
+    sent: bool = False
+    queued: bool = False   # the engine said the request waits in line, and has not said it started since
+    heard: bool = False    # any frame of this request came back (it was read, at least)
+
+    def note(self, reply: JsonObject) -> None:
+        op = reply.get("op")
+        self.heard = True
+        if op == Op.QUEUED.value:
+            self.queued = True
+        elif op == Op.STARTED.value:
+            self.queued = False
+
+    def is_result(self, reply: JsonObject) -> bool:
+        """A frame that ends the request (not QUEUED, STARTED, HOST or SLOW)."""
+        return reply.get("op") not in _CONVERSATION and reply.get("id") == self.request_id
+
+    def stray_host_call(self, reply: JsonObject) -> JsonObject | None:
+        """The answer to a HOST frame of a chain answered before its handler's unawaited call
+        reached us; None for one of this request."""
+        if reply.get("id") != self.request_id:
+            return {"ok": False, "error": f"host.{reply.get('member')}: the chain that called it is over"}
+        return None
+
+    def lost(self, exc: BaseException) -> EngineDown:
+        """The EngineDown for a connection lost with `exc` (EOF or an OSError).
+        Not started: never sent; waiting in the engine's line; or never read: an engine that dies
+        with bytes of ours unread resets the connection (ECONNRESET) instead of closing it (EOF),
+        and with nothing heard back those bytes can only be the request itself. A chain started the
+        moment it arrived says nothing, and its engine's death is a clean EOF."""
+        unread = isinstance(exc, ConnectionResetError) and not self.heard
+        return EngineDown(started=self.sent and not self.queued and not unread)
+
+
+_CONVERSATION = {Op.QUEUED.value, Op.STARTED.value, Op.HOST.value, Op.SLOW.value}
+
+
+def host_reply(call: JsonObject, answer: JsonObject) -> bytes:
+    return wire.dumps({"op": Op.HOST_REPLY.value, "call": call["call"], **answer})
+
+
+def preferred_order(addresses: list[str], account_key: str) -> list[str]:
+    """`addresses` starting at the account's preferred one (crc32 of its key), so its compartments stay warm."""
+    first = zlib.crc32(account_key.encode()) % len(addresses)
+    return [addresses[(first + i) % len(addresses)] for i in range(len(addresses))]
+
+
+# A route: yields (address, message) to send, is sent each reply, returns the reply to keep.
+Route = Generator[tuple[str, Mapping[str, Any]], JsonObject, JsonObject]
+
+
+def route(engines: list[str], lane_engines: list[str], account_key: str, message: Mapping[str, Any],
+          lane: bool = False, wait_at: str | None = None) -> Route:
+    """Where a chain goes, as each engine answers (the sync and async tiers both follow it): the
+    account's preferred engine, the next one when that is busy, the lane when its own chain is what
+    keeps an engine busy, and, everything busy, a wait at the preferred one."""
+    order = preferred_order(lane_engines if lane else engines, account_key)
+    for address in order:
+        reply = yield address, message
+        if not reply.get("busy") or reply.get("holder"):
+            return reply   # a holder: the caller leaves that handler out and asks again
+        if reply.get("lane") and not lane:
+            # This account's own chain keeps that engine busy (or, `elsewhere`, another shared
+            # engine): don't spread it to the others. If the lane is busy too, wait behind that
+            # chain of its own, which its engine stops waiting on once it holds the isolate too
+            # long; when it runs elsewhere, wait in the lane, never in another account's line.
+            return (yield from route(engines, lane_engines, account_key, message, True,
+                                     wait_at=None if reply.get("elsewhere") else address))
+    # Everything is busy: wait in line where this account is warm.
+    return (yield wait_at or order[0], dict(message, wait=True))
+
+
+class ShippedCode:
+    """The (account, installation, hash) whose code this process has sent to the engines (bounded)."""
+
+    def __init__(self) -> None:
+        self._shipped: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def unsent(self, account_key: str, handlers: list[tuple[str, str]]) -> list[str]:
+        with self._lock:
+            return [i for i, h in handlers if (account_key, i, h) not in self._shipped]
+
+    def mark(self, account_key: str, handlers: list[tuple[str, str]]) -> None:
+        with self._lock:
+            for i, h in handlers:
+                self._shipped[(account_key, i, h)] = None
+            while len(self._shipped) > MAX_SHIPPED:
+                self._shipped.popitem(last=False)
+
+
 class EngineLink:
     """One connection to one engine, used by one thread at a time."""
 
@@ -83,12 +190,10 @@ class EngineLink:
         """Send one request; answer its host calls until the result arrives."""
         self.next_id += 1
         message = dict(message, id=self.next_id)
-        # queued: the engine said the request waits in line, and has not said it started since;
-        # heard: any frame of this request came back (it was read, at least).
-        sent = queued = heard = False
+        exchange = Exchange(self.next_id)
         try:
             self.conn.send_bytes(wire.dumps(message))
-            sent = True
+            exchange.sent = True
             while True:
                 if self.conn.has_frame():
                     ready = True
@@ -102,36 +207,27 @@ class EngineLink:
                     raise EngineDown(CrashKind.WEDGED.value)
                 reply: JsonObject = wire.loads(self.conn.recv_bytes())
                 op = reply.get("op")
-                heard = True
-                if op == Op.QUEUED.value:
-                    queued = True
-                elif op == Op.STARTED.value:
-                    queued = False
-                elif op == Op.HOST.value:
-                    if reply.get("id") != message["id"]:
-                        # From a chain answered before its handler's unawaited call reached us.
-                        answer = {"ok": False, "error": f"host.{reply.get('member')}: the chain that called it is over"}
-                    elif on_host is None:
-                        answer = {"ok": False, "error": "no host here"}
-                    elif waiting is None:
-                        answer = on_host(reply)
-                    else:
-                        with waiting():   # host calls mostly wait on I/O (fetch, LLM, SSH)
-                            answer = on_host(reply)
-                    self.conn.send_bytes(wire.dumps({"op": Op.HOST_REPLY.value, "call": reply["call"], **answer}))
+                exchange.note(reply)
+                if op == Op.HOST.value:
+                    self.conn.send_bytes(host_reply(reply, exchange.stray_host_call(reply)
+                                                    or self._answer(reply, on_host, waiting)))
                 elif op == Op.SLOW.value:
                     if on_slow is not None:
                         on_slow(reply["handler"])
-                elif reply.get("id") == message["id"]:
+                elif exchange.is_result(reply):
                     return reply
         except (EOFError, OSError) as exc:
             self.close()
-            # Not started: never sent; waiting in the engine's line; or never read: an engine that
-            # dies with bytes of ours unread resets the connection (ECONNRESET) instead of closing it
-            # (EOF), and with nothing heard back those bytes can only be the request itself. A chain
-            # started the moment it arrived says nothing, and its engine's death is a clean EOF.
-            unread = isinstance(exc, ConnectionResetError) and not heard
-            raise EngineDown(started=sent and not queued and not unread) from None
+            raise exchange.lost(exc) from None
+
+    @staticmethod
+    def _answer(call: JsonObject, on_host: HostHandler | None, waiting: Waiting | None) -> JsonObject:
+        if on_host is None:
+            return {"ok": False, "error": "no host here"}
+        if waiting is None:
+            return on_host(call)
+        with waiting():   # host calls mostly wait on I/O (fetch, LLM, SSH)
+            return on_host(call)
 
     def alive(self) -> bool:
         """Whether the engine process this link reached still runs (an exited one is replaced on the
@@ -209,21 +305,15 @@ class Tier:
         self._private_lock = threading.Lock()
         self._private_idle: list[PrivateEngine] = []
         self.private_count = 0
-        self._shipped: OrderedDict[tuple[str, str, str], None] = OrderedDict()   # (account, id, hash) sent to an engine
-        self._shipped_lock = threading.Lock()
+        self.shipped = ShippedCode()   # shared with an AsyncTier made like() this one
 
     # -- code shipping -------------------------------------------------------------------------
     def unsent(self, account_key: str, handlers: list[tuple[str, str]]) -> list[str]:
         """The installation ids whose code (at that hash) this process has not sent yet."""
-        with self._shipped_lock:
-            return [i for i, h in handlers if (account_key, i, h) not in self._shipped]
+        return self.shipped.unsent(account_key, handlers)
 
     def mark_shipped(self, account_key: str, handlers: list[tuple[str, str]]) -> None:
-        with self._shipped_lock:
-            for i, h in handlers:
-                self._shipped[(account_key, i, h)] = None
-            while len(self._shipped) > MAX_SHIPPED:
-                self._shipped.popitem(last=False)
+        self.shipped.mark(account_key, handlers)
 
     # -- links ---------------------------------------------------------------------------------
     def _link(self, address: str) -> EngineLink:
@@ -248,9 +338,7 @@ class Tier:
         return list(dict.fromkeys(self.engines + self.lane))
 
     def order(self, account_key: str, lane: bool = False) -> list[str]:
-        addresses = self.lane if lane else self.engines
-        first = zlib.crc32(account_key.encode()) % len(addresses)
-        return [addresses[(first + i) % len(addresses)] for i in range(len(addresses))]
+        return preferred_order(self.lane if lane else self.engines, account_key)
 
     # -- requests --------------------------------------------------------------------------------
     def request(self, account_key: str, message: Mapping[str, Any], on_host: HostHandler | None = None,
@@ -264,23 +352,28 @@ class Tier:
         finally:
             self._local.depth = 0
 
+    @contextlib.contextmanager
+    def nested(self) -> Iterator[None]:
+        """Chains this thread runs meanwhile are nested in a host call of a chain running elsewhere
+        (an async tier's, answered on this thread): they go to private engines, as request() sends
+        those of a host call it answers itself."""
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._local.depth = depth
+
     def _route(self, account_key: str, message: Mapping[str, Any], on_host: HostHandler | None,
-               on_slow: SlowHandler | None, lane: bool, silence_limit: float,
-               wait_at: str | None = None) -> JsonObject:
-        order = self.order(account_key, lane)
-        for address in order:
-            reply = self._send(address, message, on_host, on_slow, silence_limit)
-            if not reply.get("busy") or reply.get("holder"):
-                return reply   # a holder: the caller leaves that handler out and asks again
-            if reply.get("lane") and not lane:
-                # This account's own chain keeps that engine busy (or, `elsewhere`, another shared
-                # engine): don't spread it to the others. If the lane is busy too, wait behind that
-                # chain of its own, which its engine stops waiting on once it holds the isolate too
-                # long; when it runs elsewhere, wait in the lane, never in another account's line.
-                return self._route(account_key, message, on_host, on_slow, True, silence_limit,
-                                   wait_at=None if reply.get("elsewhere") else address)
-        # Everything is busy: wait in line where this account is warm.
-        return self._send(wait_at or order[0], dict(message, wait=True), on_host, on_slow, silence_limit)
+               on_slow: SlowHandler | None, lane: bool, silence_limit: float) -> JsonObject:
+        plan = route(self.engines, self.lane, account_key, message, lane)
+        try:
+            address, sending = next(plan)
+            while True:
+                address, sending = plan.send(self._send(address, sending, on_host, on_slow, silence_limit))
+        except StopIteration as done:
+            reply: JsonObject = done.value
+            return reply
 
     def _send(self, address: str, message: Mapping[str, Any], on_host: HostHandler | None,
               on_slow: SlowHandler | None, silence_limit: float) -> JsonObject:
@@ -294,10 +387,7 @@ class Tier:
                 return link.request(message, on_host, on_slow, silence_limit, self.waiting)
             except EngineDown as down:
                 self._forget(address)
-                if down.started or isinstance(down, EngineUnavailable):
-                    raise
-                if attempt:
-                    raise EngineUnavailable() from None
+                check_resend(down, attempt)
         raise AssertionError("unreachable")
 
     def _nested(self, message: Mapping[str, Any], on_host: HostHandler | None, on_slow: SlowHandler | None,

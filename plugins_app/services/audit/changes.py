@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
@@ -50,13 +52,27 @@ def current_actor() -> Actor:
 class ChangeActorMiddleware:
     """Makes the request available to `current_actor()` while it is answered."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
-        self.get_response = get_response
+    sync_capable = async_capable = True
 
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:   # under ASGI: a context variable follows the task into its sync steps
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.async_mode:
+            return self.__acall__(request)
         token = _request.set(request)
         try:
             return self.get_response(request)
+        finally:
+            _request.reset(token)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        token = _request.set(request)
+        try:
+            return await self.get_response(request)
         finally:
             _request.reset(token)
 

@@ -5,13 +5,14 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 
 from django.conf import settings
 from django.db import transaction
 
 from plugins_app.runtime.engine.supervisor import local_supervisor
 from plugins_app.runtime.environment import Env
+from plugins_app.runtime.web.async_tier import AsyncTier
 from plugins_app.runtime.web.tier import Tier, tier_for, tier_from_directory
 
 logger = logging.getLogger(__name__)
@@ -20,11 +21,14 @@ _lock = threading.Lock()
 # Around a call's wait on its engine; the app's ready() hands in the admission gate's, so the call's
 # place goes to another meanwhile.
 _waiting: Callable[[], AbstractContextManager[None]] | None = None
+# The same for the async tier: the async execute path's gate (services/engine/async_admission.py).
+_async_waiting: Callable[[], AbstractAsyncContextManager[None]] | None = None
 
 
-def configure(*, waiting: Callable[[], AbstractContextManager[None]]) -> None:
-    global _waiting
-    _waiting = waiting
+def configure(*, waiting: Callable[[], AbstractContextManager[None]],
+              async_waiting: Callable[[], AbstractAsyncContextManager[None]] | None = None) -> None:
+    global _waiting, _async_waiting
+    _waiting, _async_waiting = waiting, async_waiting
 
 
 def engine_key(account) -> str:
@@ -70,3 +74,15 @@ def get_tier() -> Tier:
         return _tier
 
 
+_async_tier: AsyncTier | None = None
+
+
+def get_async_tier() -> AsyncTier:
+    """The async tier over get_tier()'s engines (sharing its book of code shipped): each event loop
+    keeps its own pool of connections in it."""
+    global _async_tier
+    tier = get_tier()
+    with _lock:
+        if _async_tier is None or _async_tier.shipped is not tier.shipped:   # none yet, or the tier was replaced
+            _async_tier = AsyncTier.like(tier, waiting=_async_waiting)
+        return _async_tier

@@ -137,6 +137,15 @@ class HostBridge:
         self.secrets = SecretBox(getattr(account, "pk", None))
 
     def __call__(self, handler: Handler, name: str, args: list):
+        prepared = self.prepare(handler, name, args)
+        if isinstance(prepared, StoodIn):
+            return prepared.answer
+        fn, call = prepared
+        return fn(call, args)
+
+    def prepare(self, handler: Handler, name: str, args: list) -> tuple[Member, HostCall] | StoodIn:
+        """Everything of a call but making it (the async bridge makes it its own way): the grant
+        checked, the call counted, a dry run's stand-in given, or the member and its HostCall."""
         fn = MEMBERS.get(name)
         if fn is None:
             raise HostError(f"host.{name} is not available in this hub")
@@ -149,8 +158,14 @@ class HostBridge:
             answer = copy.deepcopy(STAND_INS.get(name, DRY_RUN_ANSWER))
             self.would_call.append({"installationId": handler.installation_id, "plugin": handler.plugin,
                                     "member": f"host.{name}", "args": args, "standIn": answer})
-            return answer
-        call = HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id,
-                        self.extras, self.effects, self.calls[handler.installation_id, name], self.record,
-                        self.secrets)
-        return fn(call, args)
+            return StoodIn(answer)
+        return fn, HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id,
+                            self.extras, self.effects, self.calls[handler.installation_id, name], self.record,
+                            self.secrets)
+
+
+@dataclass(frozen=True)
+class StoodIn:
+    """A dry run's answer to a call it does not make."""
+
+    answer: Any

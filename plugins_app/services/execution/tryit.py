@@ -12,7 +12,7 @@ from plugins_app.models import Installation, PluginVersion
 from plugins_app.runtime.web.chain import Handler, HandlerTrace
 from plugins_app.services import inputs
 from plugins_app.services.execution.chain_cache import make_version_handler
-from plugins_app.services.execution.execute import execute_hook
+from plugins_app.services.execution.invoke import Mode, invoke
 from plugins_app.services.hooks import require_hook
 from plugins_app.services.plugins import installations as plugins
 
@@ -106,8 +106,11 @@ def try_chain(account, hook: str, context: dict, versions=None) -> TryRun:
         ran.update({h.installation_id: h.version for h in out})
         return out
 
-    result, effects = execute_hook(account, hook, context, record=False, trace_values=True, swap=swap)
-    before = spec.value_of(context)   # execute_hook has validated it
+    invocation = invoke(account, hook, context, mode=Mode.TRY, origin="try", swap=swap)
+    result, effects, bridge = invocation.result, invocation.effects, invocation.bridge
+    assert result is not None and bridge is not None
+    # The value as sent (invoke has checked it), a granted secret's value redacted as in the result.
+    before = bridge.secrets.redactor.data(spec.value_of(context))
     run = TryRun(hook, result.outcome, before, result.value, result.context, effects=effects,
                  versions={str(i.pk): v.number for i, v in chosen.items()})
     previous = before

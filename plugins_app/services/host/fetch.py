@@ -5,8 +5,8 @@ from __future__ import annotations
 import http.client
 import ssl
 import time
-from collections.abc import Callable
-from urllib.parse import quote, urlsplit
+from collections.abc import Callable, Iterable
+from urllib.parse import SplitResult, quote, urlsplit
 
 from django.conf import settings
 
@@ -96,9 +96,9 @@ def _decode(raw: bytes, content_type: str) -> str:
         return raw.decode("utf-8", errors="replace")
 
 
-def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: str | bytes | None = None,
-              inject: Injector | None = None) -> dict:
-    """Perform one request under the SSRF guard; returns {status, headers, body}."""
+def parse_url(url: str) -> tuple[SplitResult, str, int, str]:
+    """The URL's parts, host name, port and request target (path and query); HostError when it is
+    not one host.fetch may ask for."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise HostError("host.fetch: only http:// and https:// URLs are allowed")
@@ -110,22 +110,62 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise HostError("host.fetch: the URL's port is not a number from 0 to 65535") from None
-    try:
-        addresses = ssrf.checked_addresses(parts.hostname, port, allow_private=settings.HUB_HOST.fetch_allow_private)
-    except ssrf.Refused as exc:
-        raise HostError(f"host.fetch refused: {exc}") from None
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return parts, parts.hostname, port, target
+
+
+def refused(exc: ssrf.Refused) -> HostError:
+    return HostError(f"host.fetch refused: {exc}")
+
+
+def payload_of(body: str | bytes | None) -> bytes | None:
+    return _check_body_size(body.encode() if isinstance(body, str) else body) if body is not None else None
+
+
+def text_body(body: str | bytes | None) -> str | None:
+    """The body as an injector sees it."""
+    return body.decode() if isinstance(body, bytes) else body
+
+
+def time_limit() -> float:
+    """The seconds one fetch may take in all: connecting, sending, and reading the whole answer."""
+    return min(settings.HUB_HOST.fetch_timeout_seconds, 5.0)
+
+
+def host_header(scheme: str, host: str, port: int) -> str:
+    """The Host header http.client sends for this host and port (the async fetch sends the same)."""
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port == (443 if scheme == "https" else 80) else f"{shown}:{port}"
+
+
+def answer_of(status: int, header_pairs: Iterable[tuple[str, str]], raw: bytes) -> dict:
+    """{status, headers, body}: headers lowercased, repeated ones joined with ", "; the body decoded
+    by the Content-Type's charset."""
+    merged: dict[str, str] = {}
+    for name, value in header_pairs:
+        key = name.lower()
+        merged[key] = f"{merged[key]}, {value}" if key in merged else value
+    return {"status": status, "headers": merged, "body": _decode(raw, merged.get("content-type", ""))}
+
+
+def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: str | bytes | None = None,
+              inject: Injector | None = None) -> dict:
+    """Perform one request under the SSRF guard; returns {status, headers, body}."""
+    parts, hostname, port, target = parse_url(url)
+    try:
+        addresses = ssrf.checked_addresses(hostname, port, allow_private=settings.HUB_HOST.fetch_allow_private)
+    except ssrf.Refused as exc:
+        raise refused(exc) from None
     headers = headers or {}
     if inject is not None:   # after the guard, for the very host name it resolved and we connect to
-        target, headers, body = inject(parts.hostname, target, headers,
-                                       body.decode() if isinstance(body, bytes) else body)
-    payload = _check_body_size(body.encode() if isinstance(body, str) else body) if body is not None else None
-    deadline = time.monotonic() + min(settings.HUB_HOST.fetch_timeout_seconds, 5.0)
+        target, headers, body = inject(hostname, target, headers, text_body(body))
+    payload = payload_of(body)
+    deadline = time.monotonic() + time_limit()
     context = ssl.create_default_context() if parts.scheme == "https" else None
     try:
-        conn = ssrf.connect_pinned(parts.scheme, parts.hostname, port, addresses, deadline, context)
+        conn = ssrf.connect_pinned(parts.scheme, hostname, port, addresses, deadline, context)
     except OSError as exc:
-        raise HostError(f"host.fetch: could not connect to {parts.hostname}:{port}: {exc}") from None
+        raise HostError(f"host.fetch: could not connect to {hostname}:{port}: {exc}") from None
     sock = conn.sock   # kept: http.client drops conn.sock when the server closes after the response
     try:
         conn.request(method, target, body=payload, headers=headers)
@@ -133,28 +173,27 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
         raw = b"" if method == "HEAD" else _read_body(response, deadline, settings.HUB_HOST.fetch_max_bytes, sock)
     except (OSError, http.client.HTTPException) as exc:
         kind = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
-        raise HostError(f"host.fetch: {parts.hostname} failed: {kind}") from None
+        raise HostError(f"host.fetch: {hostname} failed: {kind}") from None
     finally:
         conn.close()
-    merged: dict[str, str] = {}
-    for name, value in response.getheaders():
-        key = name.lower()
-        merged[key] = f"{merged[key]}, {value}" if key in merged else value
-    return {"status": response.status, "headers": merged,
-            "body": _decode(raw, response.getheader("Content-Type") or "")}
+    return answer_of(response.status, response.getheaders(), raw)
+
+
+def with_secrets(values: dict[str, str], target: str, headers: dict, body: str | None) -> tuple[str, dict, str | None]:
+    """The request with each granted {{secret.NAME}} of `values` put in."""
+    headers = {name: substitute(value, values) for name, value in headers.items()}
+    for name, value in headers.items():
+        if any(c in value for c in "\r\n\0"):
+            raise HostError(f"host.fetch: header {name!r} would hold a line break or NUL from a secret; "
+                            "nothing was sent")
+    # In the URL a value is percent-encoded, so it can't end the path or add a query parameter.
+    return (substitute(target, values, lambda v: quote(v, safe="")), headers,
+            None if body is None else substitute(body, values))
 
 
 def _secret_injector(call: HostCall, names: list[str]) -> Injector:
     def inject(host: str, target: str, headers: dict, body: str | None):
-        values = call.secrets.for_request("host.fetch", call.handler, names, host)
-        headers = {name: substitute(value, values) for name, value in headers.items()}
-        for name, value in headers.items():
-            if any(c in value for c in "\r\n\0"):
-                raise HostError(f"host.fetch: header {name!r} would hold a line break or NUL from a secret; "
-                                "nothing was sent")
-        # In the URL a value is percent-encoded, so it can't end the path or add a query parameter.
-        return (substitute(target, values, lambda v: quote(v, safe="")), headers,
-                None if body is None else substitute(body, values))
+        return with_secrets(call.secrets.for_request("host.fetch", call.handler, names, host), target, headers, body)
     return inject
 
 
@@ -171,14 +210,20 @@ def _plain_read(args: list) -> bool:
             and not any(name.lower() in METHOD_OVERRIDES for name in headers))
 
 
-@member("fetch", writes=lambda args: _request_parts(args)[1] not in ("GET", "HEAD"), stand_in=STAND_IN,
-        live_read=_plain_read)
-def fetch(call: HostCall, args: list) -> dict:
+def planned(args: list) -> tuple[str, str, dict, str | None, list[str]]:
+    """url, method, headers, body and the names of the secrets the request puts in."""
     url, method, headers, body = _request_parts(args)
     names = secret_names("\n".join([url, *headers.values(), body or ""]))
     if names and secret_names(urlsplit(url).netloc):
         raise HostError("host.fetch: a secret can't go in the URL's host; put it in the path, the query, "
                         "a header or the body")
+    return url, method, headers, body, names
+
+
+@member("fetch", writes=lambda args: _request_parts(args)[1] not in ("GET", "HEAD"), stand_in=STAND_IN,
+        live_read=_plain_read)
+def fetch(call: HostCall, args: list) -> dict:
+    url, method, headers, body, names = planned(args)
     # Knows every secret granted to this handler (none: it changes nothing, at no cost).
     redactor = call.secrets.redactor_for([call.handler])
     try:

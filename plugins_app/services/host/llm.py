@@ -28,16 +28,23 @@ DECIDE_SYSTEM = ("You choose exactly one option. Reply with that option's text, 
 def complete(messages: list[dict], options: dict | None = None, *, member_name: str = "llm") -> str:
     """POST {LLM_BASE_URL}/chat/completions; return the assistant's text, with the provider's key
     redacted (as host.fetch redacts a secret): an endpoint echoing it never hands it to a plugin."""
-    redactor = Redactor()
-    if settings.HUB_HOST.llm_api_key:
-        redactor.add("LLM_API_KEY", settings.HUB_HOST.llm_api_key)
+    redactor = key_redactor()
     try:
         return redactor.text(_complete(messages, options, member_name))
     except HostError as exc:
         raise HostError(redactor.text(str(exc))) from None
 
 
-def _complete(messages: list[dict], options: dict | None, member_name: str) -> str:
+def key_redactor() -> Redactor:
+    """A redactor knowing the LLM provider's key."""
+    redactor = Redactor()
+    if settings.HUB_HOST.llm_api_key:
+        redactor.add("LLM_API_KEY", settings.HUB_HOST.llm_api_key)
+    return redactor
+
+
+def chat_request(messages: list[dict], options: dict | None, member_name: str) -> tuple[str, bytes, dict[str, str]]:
+    """The URL, body and headers of a chat completion request to the operator's endpoint."""
     if not settings.HUB_HOST.llm_base_url or not settings.HUB_HOST.llm_model:
         raise HostError(f"host.{member_name} is not available: no LLM endpoint is configured on this hub "
                         "(LLM_BASE_URL and LLM_MODEL)")
@@ -45,16 +52,24 @@ def _complete(messages: list[dict], options: dict | None, member_name: str) -> s
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if settings.HUB_HOST.llm_api_key:
         headers["Authorization"] = f"Bearer {settings.HUB_HOST.llm_api_key}"
-    request = urllib.request.Request(settings.HUB_HOST.llm_base_url.rstrip("/") + "/chat/completions", data=body,
-                                     headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=min(settings.HUB_HOST.llm_timeout_seconds, 5.0)) as response:
-            raw = response.read(MAX_RESPONSE_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        raise HostError(f"host.{member_name}: the LLM endpoint answered HTTP {exc.code}: "
-                        f"{_error_text(exc)}") from None
-    except (OSError, ValueError) as exc:
-        raise HostError(f"host.{member_name}: the LLM endpoint is unreachable: {exc}") from None
+    return settings.HUB_HOST.llm_base_url.rstrip("/") + "/chat/completions", body, headers
+
+
+def time_limit() -> float:
+    return min(settings.HUB_HOST.llm_timeout_seconds, 5.0)
+
+
+def answered_with(status: int, detail: str, member_name: str) -> HostError:
+    """The error for an endpoint that answered with an HTTP error status."""
+    return HostError(f"host.{member_name}: the LLM endpoint answered HTTP {status}: {detail}")
+
+
+def unreachable(exc: Exception, member_name: str) -> HostError:
+    return HostError(f"host.{member_name}: the LLM endpoint is unreachable: {exc}")
+
+
+def chat_content(raw: bytes, member_name: str) -> str:
+    """The assistant's text in a chat completion's raw answer."""
     try:
         answer = json.loads(raw)
         content = answer["choices"][0]["message"]["content"]
@@ -65,13 +80,35 @@ def _complete(messages: list[dict], options: dict | None, member_name: str) -> s
     return content
 
 
-def _error_text(exc: urllib.error.HTTPError) -> str:
+def error_detail(raw: bytes, reason: str) -> str:
+    """What an endpoint's error answer says: its JSON error's message, else the status's reason."""
     try:
-        data = json.loads(exc.read(64 * 1024))
+        data = json.loads(raw)
         error = data.get("error")
         return str(error.get("message") if isinstance(error, dict) else error)[:300]
-    except (ValueError, AttributeError, OSError):
+    except (ValueError, AttributeError):
+        return reason or "error"
+
+
+def _complete(messages: list[dict], options: dict | None, member_name: str) -> str:
+    url, body, headers = chat_request(messages, options, member_name)
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=time_limit()) as response:
+            raw = response.read(MAX_RESPONSE_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise answered_with(exc.code, _error_text(exc), member_name) from None
+    except (OSError, ValueError) as exc:
+        raise unreachable(exc, member_name) from None
+    return chat_content(raw, member_name)
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        raw = exc.read(64 * 1024)
+    except OSError:
         return exc.reason or "error"
+    return error_detail(raw, exc.reason)
 
 
 def _checked_options(raw) -> dict:
@@ -140,8 +177,8 @@ def llm(call: HostCall, args: list) -> str:
     return complete(messages, options)
 
 
-@member("decide", stand_in=None)   # a replay or shadow run asks no model: no decision
-def decide(call: HostCall, args: list) -> str:
+def decide_prompt(args: list) -> tuple[list[dict], list[str]]:
+    """host.decide(question, options): the chat messages that ask it, and the options."""
     question = args[0] if args else None
     options = args[1] if len(args) > 1 else None
     if not isinstance(question, str) or not question.strip():
@@ -155,10 +192,22 @@ def decide(call: HostCall, args: list) -> str:
     if len(question) > MAX_PROMPT_CHARS:
         raise HostError(f"host.decide: the question is over {MAX_PROMPT_CHARS} characters")
     listing = "\n".join(f"- {o}" for o in options)
-    answer = complete([{"role": "system", "content": DECIDE_SYSTEM},
-                       {"role": "user", "content": f"{question}\n\nOptions:\n{listing}\n\nAnswer with one option."}],
-                      {"temperature": 0}, member_name="decide")
+    return [{"role": "system", "content": DECIDE_SYSTEM},
+            {"role": "user", "content": f"{question}\n\nOptions:\n{listing}\n\nAnswer with one option."}], options
+
+
+DECIDE_OPTIONS = {"temperature": 0}
+
+
+def decided(answer: str, options: list[str]) -> str:
+    """The option the model's answer names; HostError when it names none (or several)."""
     choice = match_option(answer, options)
     if choice is None:
         raise HostError(f"host.decide: the model's answer matches none of the options: {answer.strip()[:200]!r}")
     return choice
+
+
+@member("decide", stand_in=None)   # a replay or shadow run asks no model: no decision
+def decide(call: HostCall, args: list) -> str:
+    messages, options = decide_prompt(args)
+    return decided(complete(messages, dict(DECIDE_OPTIONS), member_name="decide"), options)

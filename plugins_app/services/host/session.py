@@ -40,7 +40,7 @@ def peer_send(call: HostCall, args: list) -> dict:
     try:
         result, reactions = execution.execute_hook(call.account, PEER_HOOK, context, hop=hop,
                                                    turn_id=call.turn_id, extras=call.extras,
-                                                   record=call.record)
+                                                   record=call.record, origin="session")
     except HubError as exc:
         raise HostError(f"host.session.peer.send: {exc.detail}") from None
     except PoolExhausted as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import ipaddress
 import socket
@@ -62,14 +63,36 @@ def why_blocked(ip: IPAddress) -> str | None:
 
 def resolve(host: str, port: int) -> list[IPAddress]:
     """All addresses `host` resolves to (a literal address resolves to itself)."""
-    try:
-        return [ipaddress.ip_address(host)]
-    except ValueError:
-        pass
+    literal = _literal(host)
+    if literal is not None:
+        return literal
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise Unresolved(f"{host} does not resolve ({exc})") from None
+    return _resolved(host, infos)
+
+
+async def resolve_async(host: str, port: int) -> list[IPAddress]:
+    """resolve(), waiting on the event loop's resolver instead of holding the thread."""
+    literal = _literal(host)
+    if literal is not None:
+        return literal
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise Unresolved(f"{host} does not resolve ({exc})") from None
+    return _resolved(host, infos)
+
+
+def _literal(host: str) -> list[IPAddress] | None:
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        return None
+
+
+def _resolved(host: str, infos: list) -> list[IPAddress]:
     addresses: list[IPAddress] = []
     for *_, sockaddr in infos:
         ip = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])   # an IP's text, maybe with %scope
@@ -82,7 +105,15 @@ def resolve(host: str, port: int) -> list[IPAddress]:
 
 def checked_addresses(host: str, port: int, *, allow_private: bool = False) -> list[IPAddress]:
     """Resolve once and check every address; the caller connects to these, never re-resolving."""
-    addresses = resolve(host, port)
+    return _checked(host, resolve(host, port), allow_private)
+
+
+async def checked_addresses_async(host: str, port: int, *, allow_private: bool = False) -> list[IPAddress]:
+    """checked_addresses() on the event loop."""
+    return _checked(host, await resolve_async(host, port), allow_private)
+
+
+def _checked(host: str, addresses: list[IPAddress], allow_private: bool) -> list[IPAddress]:
     if allow_private:
         return addresses
     for ip in addresses:

@@ -11,7 +11,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
@@ -32,6 +31,11 @@ SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 EXECUTE_REQUESTS = Counter("hub_execute_requests", "Execute API calls by hook and outcome", ["hook", "outcome"])
 EXECUTE_SECONDS = Histogram("hub_execute_duration_seconds", "Time the hub spent answering an execute call",
                             ["hook", "outcome"], buckets=SECONDS_BUCKETS)
+CHAIN_RUNS = Counter("hub_chain_runs", "Chain runs of every caller, by hook, mode (live, try, replay, shadow), "
+                     "origin (api, cron, timer, ssh, session, command, try, replay, shadow) and outcome",
+                     ["hook", "mode", "origin", "outcome"])
+CHAIN_RUN_SECONDS = Histogram("hub_chain_run_duration_seconds", "Time a chain run took, prepare to finish",
+                              ["hook", "mode", "origin"], buckets=SECONDS_BUCKETS)
 HANDLER_SECONDS = Histogram("hub_handler_duration_seconds", "Handler run time by plugin and hook",
                             ["plugin", "hook"], buckets=SECONDS_BUCKETS)
 HANDLER_RUNS = Counter("hub_handler_runs", "Handlers by plugin and status (quarantined: skipped)",
@@ -128,9 +132,12 @@ class _Deferred:
             if crash:
                 self.child(ENGINE_RESTARTS, crash).inc()
 
-    def _apply_call(self, hook: str, outcome: str, seconds: float) -> None:
-        self.child(EXECUTE_REQUESTS, hook, outcome).inc()
-        self.child(EXECUTE_SECONDS, hook, outcome).observe(seconds)
+    def _apply_call(self, hook: str, outcome: str, seconds: float, mode: str = "live", origin: str = "api") -> None:
+        if mode == "live" and origin == "api":   # the execute API's own series, as before the seam
+            self.child(EXECUTE_REQUESTS, hook, outcome).inc()
+            self.child(EXECUTE_SECONDS, hook, outcome).observe(seconds)
+        self.child(CHAIN_RUNS, hook, mode, origin, outcome).inc()
+        self.child(CHAIN_RUN_SECONDS, hook, mode, origin).observe(seconds)
 
     def _start(self) -> None:
         with self.lock:
@@ -158,22 +165,32 @@ def observe_chain(run: ChainRun) -> None:
     observe_handlers(run.spec.name, run.result.trace)
 
 
-class _Observed:
-    outcome = "failed"
+class _Counted:
+    """An invocation probe: counts and times one chain run; a refused one is "rejected", one that failed
+    otherwise (no engine, a bug) "failed"."""
+
+    __slots__ = ("started",)
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    def finish(self, invocation) -> None:
+        self._add(invocation, invocation.result.outcome)
+
+    def fail(self, invocation, exc: BaseException) -> None:
+        self._add(invocation, "rejected" if isinstance(exc, HubError) else "failed")
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def _add(self, invocation, outcome: str) -> None:
+        deferred.add(("call", hook_label(invocation.hook), outcome, time.perf_counter() - self.started,
+                      str(invocation.mode), invocation.origin))
 
 
-@contextmanager
-def execute_observed(hook: str):
-    """Counts and times one execute call; the body sets `.outcome`, a refused call is "rejected"."""
-    observed = _Observed()
-    started = time.perf_counter()
-    try:
-        yield observed
-    except HubError:
-        observed.outcome = "rejected"
-        raise
-    finally:
-        deferred.add(("call", hook_label(hook), observed.outcome, time.perf_counter() - started))
+def invocation_probe(invocation) -> _Counted:
+    """Added by the app's ready(): every chain run, whoever asks for it, is counted."""
+    return _Counted()
 
 
 def task_queued(task: str, outcome: str) -> None:

@@ -1,11 +1,10 @@
-"""Traces of execute calls (OpenTelemetry, OTLP) joined to the caller's W3C traceparent, and Server-Timing."""
+"""Traces of chain runs (OpenTelemetry, OTLP) joined to the caller's W3C traceparent, and Server-Timing."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
-from contextlib import contextmanager
 from typing import Any
 
 from plugins_app.runtime.environment import Env
@@ -44,22 +43,33 @@ def force_flush(timeout_ms: int = 10_000) -> bool:
 
 
 class _Untraced:
-    def finish(self, result) -> None:
+    """The probe of a run while tracing is off: nothing made, nothing sent."""
+
+    def finish(self, invocation) -> None:
         pass
 
-    def response_headers(self) -> dict:
+    def fail(self, invocation, exc: BaseException) -> None:
+        pass
+
+    def headers(self) -> dict[str, str]:
         return {}
 
 
+UNTRACED = _Untraced()
+
+
 class _ChainSpan:
+    """The span of one chain run (an invocation probe): opened when the run is, ended at its finish."""
+
     def __init__(self, tracer, span, started_ns: int):
         self.tracer, self.span, self.started_ns = tracer, span, started_ns
 
-    def finish(self, result) -> None:
+    def finish(self, invocation) -> None:
         """One child span per handler, laid end to end from the chain's start (handlers run in turn)."""
         from opentelemetry import trace
         from opentelemetry.trace import Status, StatusCode
 
+        result = invocation.result
         self.span.set_attribute("hub.outcome", result.outcome)
         parent = trace.set_span_in_context(self.span)
         at = self.started_ns
@@ -72,34 +82,42 @@ class _ChainSpan:
                 child.set_status(Status(StatusCode.ERROR, (entry.warning or entry.status)[:200]))
             child.end(end_time=end)
             at = end
+        self.span.end()
 
-    def response_headers(self) -> dict:
+    def fail(self, invocation, exc: BaseException) -> None:
+        from opentelemetry.trace import StatusCode
+
+        self.span.set_status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:200])
+        self.span.end()
+
+    def headers(self) -> dict[str, str]:
         ctx = self.span.get_span_context()
         # W3C Trace Context level 2: tells the caller which span is the hub's.
         return {"traceresponse": f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"}
 
 
-@contextmanager
-def chain_span(hook: str, account_id, traceparent: str | None):
-    """The span of one execute call, a child of the caller's `traceparent` when it is valid."""
+def span_name(mode: str, hook: str) -> str:
+    """`execute <hook>` for a live run (the platform's call, cron, a timer...), `<mode> <hook>` otherwise."""
+    return f"{'execute' if mode == 'live' else mode} {hook}"
+
+
+def invocation_probe(invocation):
+    """An invocation probe (added by the app's ready()): the run's span, a child of the caller's
+    `traceparent` when it is valid. Not ended on any thread in particular: the async execute path
+    opens it in one thread and ends it in another, so it is never made the current span."""
     if not enabled():
-        yield _Untraced()
-        return
-    from opentelemetry.trace import StatusCode
+        return UNTRACED
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     tracer = _get_tracer()
+    traceparent = invocation.traceparent
     parent = TraceContextTextMapPropagator().extract({"traceparent": traceparent} if traceparent else {})
     started = time.time_ns()
-    span = tracer.start_span(f"execute {hook}", context=parent, start_time=started,
-                             attributes={"hub.hook": hook, "hub.account_id": str(account_id)})
-    try:
-        yield _ChainSpan(tracer, span, started)
-    except Exception as exc:
-        span.set_status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:200])
-        raise
-    finally:
-        span.end()
+    span = tracer.start_span(span_name(invocation.mode, invocation.hook), context=parent, start_time=started,
+                             attributes={"hub.hook": invocation.hook,
+                                         "hub.account_id": str(getattr(invocation.account, "pk", "")),
+                                         "hub.mode": str(invocation.mode), "hub.origin": invocation.origin})
+    return _ChainSpan(tracer, span, started)
 
 
 def _quoted(text: str) -> str:

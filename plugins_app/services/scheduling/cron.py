@@ -239,7 +239,7 @@ def _fire(job: CronJob, run: CronRun) -> CronRun:
     context = {"cronJobId": str(job.pk), "agentId": job.agent_id, "kind": job.kind, "name": job.name,
                "prompt": job.prompt}
     try:
-        result, _ = execute_hook(job.account, "cronJobFiring", context)
+        result, _ = execute_hook(job.account, "cronJobFiring", context, origin="cron")
     except Exception as exc:
         # The engine itself failed (not a plugin: plugins fail open). Free the job for its next slot.
         _finish(run.pk, Status.FIRING, Status.DISPATCH_FAILED, reason=f"cronJobFiring could not run: {exc}"[:500])
@@ -339,5 +339,5 @@ def fire_completed(run_id: int) -> bool:
     run = CronRun.objects.select_related("job", "account").get(pk=run_id)
     execute_hook(run.account, "cronJobCompleted", {
         "cronJobId": str(run.job_id), "cronJobRunId": str(run.pk), "sessionId": run.session_id,
-        "agentId": run.job.agent_id, "status": run.status})
+        "agentId": run.job.agent_id, "status": run.status}, origin="cron")
     return True

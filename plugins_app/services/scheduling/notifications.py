@@ -45,7 +45,7 @@ def schedule(account, *, session_id, message, delay_seconds) -> tuple[Notificati
     """Fire notifyScheduled and persist the timer it allows (or the cancel it answered)."""
     _check_request(session_id, message, delay_seconds)
     result, effects = execute_hook(account, "notifyScheduled", {
-        "sessionId": session_id, "message": message, "delaySeconds": delay_seconds})
+        "sessionId": session_id, "message": message, "delaySeconds": delay_seconds}, origin="timer")
     common = dict(account=account, session_id=session_id, requested_message=message,
                   requested_delay_seconds=delay_seconds)
     if result.cancellation is not None:
@@ -140,7 +140,7 @@ def _fire_delivered(note: Notification, claim: str) -> Notification:
         note.refresh_from_db()
         return note
     result, _ = execute_hook(note.account, "notifyDelivered", {
-        "sessionId": note.session_id, "notifyId": str(note.pk), "message": note.message})
+        "sessionId": note.session_id, "notifyId": str(note.pk), "message": note.message}, origin="timer")
     if result.cancellation is not None:
         Notification.objects.filter(pk=note.pk, status=Status.DELIVERING, claimed_by=claim).update(
             status=Status.DROPPED, reason=result.cancellation.reason[:500],

@@ -74,7 +74,7 @@ def execute(account, ssh_host_id, op: Operation) -> GatewayResult:
     if refusal is not None:
         return GatewayResult("cancelled", op, cancellation=refusal, hooks=hooks)
 
-    sending, effects = execute_hook(account, SENDING, _sending_context(host, op), turn_id=op.turn_id)
+    sending, effects = execute_hook(account, SENDING, _sending_context(host, op), turn_id=op.turn_id, origin="ssh")
     hooks[SENDING] = (sending, effects)
     if sending.cancellation:
         return GatewayResult("cancelled", op, cancellation=_cancellation(SENDING, sending), hooks=hooks)
@@ -85,7 +85,7 @@ def execute(account, ssh_host_id, op: Operation) -> GatewayResult:
             "hook": SENDING, "installationId": None, "plugin": None, "reason": problem})
 
     result = _perform(host, op, hooks)
-    completed, effects = execute_hook(account, COMPLETED, _completed_context(host, op, result), turn_id=op.turn_id)
+    completed, effects = execute_hook(account, COMPLETED, _completed_context(host, op, result), turn_id=op.turn_id, origin="ssh")
     hooks[COMPLETED] = (completed, effects)
     if completed.cancellation:
         return GatewayResult("withheld", op, ran=True, cancellation=_cancellation(COMPLETED, completed), hooks=hooks)
@@ -108,7 +108,7 @@ def _open_turn(account, host: SshHost, op: Operation, hooks: dict) -> dict | Non
         assert turn.cancellation is not None   # a refused turn keeps its refusal
         return dict(turn.cancellation, earlier=True)
     try:
-        opening, effects = execute_hook(account, OPENING, _opening_context(host, op), turn_id=op.turn_id)
+        opening, effects = execute_hook(account, OPENING, _opening_context(host, op), turn_id=op.turn_id, origin="ssh")
     except BaseException:
         turn.delete()   # nothing was decided: the next operation tries again
         raise

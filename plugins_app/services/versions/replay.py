@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.conf import settings
-
 from plugins_app.errors import InvalidInput, NotFound
 from plugins_app.models import CancelLog
-from plugins_app.runtime.tables.context import ContextError, validate_context
-from plugins_app.runtime.web.chain import ChainResult, Handler, run_chain
-from plugins_app.services.engine.tier import engine_key, get_tier
-from plugins_app.services.execution.chain_cache import chain_cache, make_version_handler
-from plugins_app.services.execution.host_bridge import HostBridge
+from plugins_app.runtime.tables.context import ContextError
+from plugins_app.runtime.web.chain import ChainResult, Handler
+from plugins_app.services.execution.chain_cache import make_version_handler
+from plugins_app.services.execution.invoke import Mode, invoke
 from plugins_app.services.hooks import require_hook
 from plugins_app.services.ids import parse_id
 from plugins_app.services.plugins import installations as plugins
@@ -42,40 +39,42 @@ def replay_cancellation(account, entry_id, *, installation_id=None, version=None
     platform, SSH) are answered by stand-ins and listed as "would call". `live_reads` (an account
     admin's choice, never an auditor's) makes plain GET/HEAD fetches for real."""
     entry = get_entry(account, entry_id)
-    spec = require_hook(entry.hook)
-    handlers = list(chain_cache.handlers(account, entry.hook))
-    draft = None
+    require_hook(entry.hook)
+    draft, swap = None, None
     if (installation_id is None) != (version is None):
         raise InvalidInput("version" if version is None else "installationId",
                            "give both installationId and version to replay against a draft")
     if installation_id is not None:
-        handlers, draft = _with_draft(account, entry.hook, handlers, installation_id, version)
-    try:
-        context = validate_context(spec, entry.context)
-    except ContextError as exc:   # the hook's fields changed since the entry was written
-        raise InvalidInput("context", f"the recorded context no longer fits {entry.hook}: {exc.message}") from None
-    bridge = HostBridge(account, spec, context, hop=entry.hop, turn_id=entry.turn_id, record=False, dry_run=True,
-                        live_reads=live_reads)
-    result = run_chain(get_tier(), engine_key(account), spec, handlers, context, host=bridge, hop=entry.hop,
-                       trace_values=True, budget_ms=settings.HUB_ENGINE.budget_ms, cpu_ms=settings.HUB_ENGINE.cpu_ms)
-    bridge.secrets.scrub(result, handlers)
-    would_call = bridge.secrets.redactor.data(bridge.would_call) + [{"effect": effect} for effect in bridge.effects]
+        swap, draft = _draft_swap(account, entry.hook, installation_id, version)
+
+    def bad_context(exc: ContextError) -> InvalidInput:   # the hook's fields changed since the entry was written
+        return InvalidInput("context", f"the recorded context no longer fits {entry.hook}: {exc.message}")
+
+    invocation = invoke(account, entry.hook, entry.context, mode=Mode.REPLAY, origin="replay", hop=entry.hop,
+                        turn_id=entry.turn_id, swap=swap, live_reads=live_reads, bad_context=bad_context)
+    result, would_call = invocation.result, invocation.would_call
+    assert result is not None
     return Replay(entry, result, would_call, draft, live_reads)
 
 
-def _with_draft(account, hook: str, handlers: list[Handler], installation_id, number):
+def _draft_swap(account, hook: str, installation_id, number):
+    """The swap that puts the installation's version `number` in its live code's place (appended when the
+    installation is not in this chain; left out when that version does not hook it), and the draft's info."""
     installation = plugins.get_installation(account, installation_id)
     version = versions.get_version(installation, number)
-    base = next((h for h in handlers if h.installation_id == str(installation.pk)), None)
     drafted = make_version_handler(installation, version)
-    others = [h for h in handlers if h.installation_id != str(installation.pk)]
-    if hook in version.hooks:
-        if base is not None:
-            others.insert(handlers.index(base), drafted)
-        else:
-            others.append(drafted)
+
+    def swap(handlers: list[Handler]) -> list[Handler]:
+        base = next((h for h in handlers if h.installation_id == str(installation.pk)), None)
+        others = [h for h in handlers if h.installation_id != str(installation.pk)]
+        if hook in version.hooks:
+            if base is not None:
+                others.insert(handlers.index(base), drafted)
+            else:
+                others.append(drafted)
+        return others
     info = {"installationId": str(installation.pk), "plugin": installation.plugin.slug, "version": version.number}
-    return others, info
+    return swap, info
 
 
 def as_dict(replay: Replay) -> dict:

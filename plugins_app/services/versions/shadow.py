@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
@@ -14,11 +13,11 @@ from plugins_app.errors import Conflict, InvalidInput
 from plugins_app.models import AccountChange, Installation, ShadowSample, ShadowStat
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.tables.members import HOST_MEMBERS
-from plugins_app.runtime.web.chain import Handler, run_chain
+from plugins_app.runtime.web.chain import Handler
 from plugins_app.services.audit import changes
-from plugins_app.services.engine.tier import engine_key, get_tier
 from plugins_app.services.execution.chain_cache import chain_cache, shadow_key
-from plugins_app.services.execution.host_bridge import WRITES, HostBridge
+from plugins_app.services.execution.host_bridge import WRITES
+from plugins_app.services.execution.invoke import Mode, invoke
 from plugins_app.services.execution.observers import ChainRun
 from plugins_app.services.hooks import require_hook
 from plugins_app.services.observability.metering import meter
@@ -67,11 +66,10 @@ def run(account_id: int, hook: str, context: dict, hop: int = 0, turn_id: str = 
 
 
 def _run_one(account, spec: HookSpec, handler: Handler, context: dict, hop: int, turn_id: str) -> bool:
-    copy = dict(context)
-    bridge = HostBridge(account, spec, copy, hop=hop, turn_id=turn_id, record=False, dry_run=True)
-    result = run_chain(get_tier(), engine_key(account), spec, [handler], copy, host=bridge, hop=hop,
-                       budget_ms=settings.HUB_ENGINE.budget_ms, cpu_ms=settings.HUB_ENGINE.cpu_ms)
-    bridge.secrets.scrub(result, [handler])
+    invocation = invoke(account, spec.name, dict(context), mode=Mode.SHADOW, origin="shadow", hop=hop,
+                        turn_id=turn_id, handlers=[handler])
+    result, bridge = invocation.result, invocation.bridge
+    assert result is not None and bridge is not None
     trace = result.trace[0] if result.trace else None
     if trace is None or trace.status == "quarantined":
         return False
