@@ -13,7 +13,7 @@ from plugins_app.runtime.config import EngineConfig
 from plugins_app.runtime.environment import Env
 
 # asgi (the default): uvicorn's worker, where an execute call waiting on its engine or a host call is a
-# coroutine, not a thread (plugins_app/api/async_execute.py); the other endpoints run on a pool of
+# coroutine, not a thread (plugins_app/api/execution/async_views.py); the other endpoints run on a pool of
 # HUB_WORKER_THREADS threads. gthread: a thread per request, as before (a waiting call holds one).
 WORKER_CLASSES = {"asgi": "middleware_hub.asgi_worker.HubWorker", "gthread": "gthread"}
 _worker = Env(os.environ).choice("HUB_WORKER_CLASS", "asgi", tuple(WORKER_CLASSES))

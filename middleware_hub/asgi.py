@@ -14,7 +14,7 @@ class HubASGIHandler(ASGIHandler):
     """Django's handler, but for the execute API. Django runs each request in a ThreadSensitiveContext:
     its first sync step (a signal receiver, a middleware's hook) starts a thread of the request's own,
     kept until the answer, so a call waiting on its engine would still hold an (idle) thread. The
-    execute API's own sync steps run on a bounded pool (plugins_app/api/async_execute.py); the few
+    execute API's own sync steps run on a bounded pool (plugins_app/api/execution/async_views.py); the few
     thread-sensitive ones Django makes around them (request_started's receivers, the middlewares'
     hooks, microseconds each) run on asgiref's one shared sync thread instead."""
 

@@ -222,7 +222,7 @@ HUB_ENGINE = EngineConfig.from_env(os.environ)
 # Usage metering and API key use are buffered and written every N seconds (0 writes on every call).
 HUB_METERING_FLUSH_SECONDS = _env.number("HUB_METERING_FLUSH_SECONDS", 2.0)
 # Threads of a gthread worker; under the ASGI worker, the threads the async execute path's short
-# sync steps (and the other, sync, endpoints) run on (plugins_app/api/async_execute.py).
+# sync steps (and the other, sync, endpoints) run on (plugins_app/api/execution/async_views.py).
 HUB_WORKER_THREADS = _env.integer("HUB_WORKER_THREADS", 16, minimum=1)
 
 LOGGING = {

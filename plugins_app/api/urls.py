@@ -3,9 +3,9 @@
 from django.urls import path
 
 from plugins_app.api.account import views as account_views
-from plugins_app.api.async_execute import AsyncHookExecuteView
 from plugins_app.api.audit import views as audit_views
 from plugins_app.api.execution import views as execution_views
+from plugins_app.api.execution.async_views import AsyncHookExecuteView
 from plugins_app.api.host import views as host_views
 from plugins_app.api.plugins import catalog_views, sdk_views, views
 from plugins_app.api.scheduling import views as scheduling_views

@@ -18,10 +18,12 @@ def test_every_api_endpoint_is_an_account_view():
 
 
 def _views_imported(folder: str) -> dict[str, list[str]]:
-    """Each module under `folder` (but the URL table) that imports a views module, and which."""
+    """Each module under `folder` (but the URL table) that imports another package's views module, and
+    which (a package's own views may build on each other: the async execute view on the sync one)."""
     package = folder.replace("/", ".") + "."
     found = {path: sorted(n for n in names if n.startswith(package) and
-                          (n.rsplit(".", 1)[-1] == "views" or n.endswith("_views")))
+                          (n.rsplit(".", 1)[-1] == "views" or n.endswith("_views"))
+                          and n.rsplit(".", 1)[0] != path.rsplit("/", 1)[0].replace("/", "."))
              for path, names in imported_modules(folder).items() if not path.endswith("/urls.py")}
     return {path: names for path, names in found.items() if names}
 
