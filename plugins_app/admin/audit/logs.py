@@ -74,7 +74,7 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
         try:
             changelist = self.get_changelist_instance(request)
         except IncorrectLookupParameters as exc:
-            return HttpResponseBadRequest(f"invalid filter: {exc}")
+            return HttpResponseBadRequest(f"invalid filter: {exc}", content_type="text/plain; charset=utf-8")
         rows = changelist.queryset.select_related("account").iterator(chunk_size=500)
         writer = csv.writer(_Echo())
 

@@ -69,7 +69,7 @@ def _hunks(codes: list[line_diff.Opcode], context: int) -> list[list[line_diff.O
     return [h for h in hunks if any(code[0] != "equal" for code in h)]
 
 
-def _row(css: str, number_a, line_a, number_b, line_b) -> tuple:
+def _row(css: tuple[str, str], number_a, line_a, number_b, line_b) -> tuple:
     return (css[0], number_a, line_a, css[1], number_b, line_b)
 
 
