@@ -15,6 +15,7 @@ from plugins_app.runtime.web.chain import HostError
 from plugins_app.services.execution.host_bridge import HostCall, member
 from plugins_app.services.host import ssrf
 from plugins_app.services.secrets.egress import substitute
+from plugins_app.services.secrets.hosts import Target
 
 METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 MAX_REQUEST_BODY = 1024 * 1024
@@ -62,9 +63,10 @@ def _check_body_size(body: bytes) -> bytes:
     return body
 
 
-# Called with the URL's host once the SSRF guard has resolved and checked it, and with the request's
-# path and query, headers and body: answers them as they are to be sent (the secrets put in).
-Injector = Callable[[str, str, dict, str | None], tuple[str, dict, str | None]]
+# Called with where the request goes (scheme, the URL's host once the SSRF guard has resolved and checked
+# it, port), and with the request's path and query, headers and body: answers them as they are to be sent
+# (the secrets put in).
+Injector = Callable[[Target, str, dict, str | None], tuple[str, dict, str | None]]
 
 
 def _read_body(response, deadline: float, limit: int, sock) -> bytes:
@@ -117,7 +119,7 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = headers or {}
     if inject is not None:   # after the guard, for the very host name it resolved and we connect to
-        target, headers, body = inject(parts.hostname, target, headers,
+        target, headers, body = inject(Target(parts.scheme, parts.hostname, port), target, headers,
                                        body.decode() if isinstance(body, bytes) else body)
     payload = _check_body_size(body.encode() if isinstance(body, str) else body) if body is not None else None
     deadline = time.monotonic() + min(settings.HUB_HOST.fetch_timeout_seconds, 5.0)
@@ -145,8 +147,8 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
 
 
 def _secret_injector(call: HostCall, names: list[str]) -> Injector:
-    def inject(host: str, target: str, headers: dict, body: str | None):
-        values = call.secrets.for_request("host.fetch", call.handler, names, host)
+    def inject(where: Target, target: str, headers: dict, body: str | None):
+        values = call.secrets.for_request("host.fetch", call.handler, names, where)
         headers = {name: substitute(value, values) for name, value in headers.items()}
         for name, value in headers.items():
             if any(c in value for c in "\r\n\0"):
