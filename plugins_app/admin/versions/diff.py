@@ -69,32 +69,52 @@ def _hunks(codes: list[line_diff.Opcode], context: int) -> list[list[line_diff.O
     return [h for h in hunks if any(code[0] != "equal" for code in h)]
 
 
-def _row(css: tuple[str, str], number_a, line_a, number_b, line_b) -> tuple:
-    return (css[0], number_a, line_a, css[1], number_b, line_b)
+def _marked(line: str, css: str) -> SafeString:
+    return format_html('<span class="{}">{}</span>', css, line) if line else mark_safe("")
+
+
+def _changed_pair(old: str, new: str) -> tuple[SafeString, SafeString]:
+    """Two lines with what differs between their common start and end marked (linear in their length)."""
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    cells = []
+    for line in (old, new):
+        middle = line[head:len(line) - tail]
+        cells.append(format_html("{}{}{}", line[:head], _marked(middle, "diff_chg"), line[len(line) - tail:]))
+    return cells[0], cells[1]
 
 
 def side_by_side(old: str, new: str, old_label: str, new_label: str) -> SafeString | None:
-    """A table of the changed lines of `old` and `new` side by side (each escaped), with their context;
-    None when either has more than line_diff.MAX_LINES lines (the page says so instead)."""
+    """A table of the changed lines of `old` and `new` side by side (each escaped, as difflib.HtmlDiff
+    marked them: diff_chg within a changed line, diff_sub and diff_add for lines only one side has), with
+    their context; None when either has more than line_diff.MAX_LINES lines (the page says so instead)."""
     a, b = old.splitlines(), new.splitlines()
     if line_diff.too_large(a, b):
         return None
     result = line_diff.diff(a, b)
-    rows = []
+    rows: list[tuple] = []
     for number, hunk in enumerate(_hunks(result.opcodes, CONTEXT_LINES)):
         if number:
-            rows.append(("diff_header", "…", "", "diff_header", "…", ""))
+            rows.append(("…", "", "…", ""))
         for tag, i1, i2, j1, j2 in hunk:
             if tag == "equal":
-                rows += [_row(("", ""), i1 + k + 1, a[i1 + k], j1 + k + 1, b[j1 + k]) for k in range(i2 - i1)]
+                rows += [(i1 + k + 1, a[i1 + k], j1 + k + 1, b[j1 + k]) for k in range(i2 - i1)]
                 continue
-            css = {"replace": ("diff_chg", "diff_chg"), "delete": ("diff_sub", ""), "insert": ("", "diff_add")}[tag]
             for k in range(max(i2 - i1, j2 - j1)):
                 i, j = i1 + k, j1 + k
-                rows.append(_row(css, i + 1 if i < i2 else "", a[i] if i < i2 else "",
-                                 j + 1 if j < j2 else "", b[j] if j < j2 else ""))
-    body = format_html_join("\n", '<tr><td class="diff_header">{1}</td><td class="{0}">{2}</td>'
-                                  '<td class="diff_header">{4}</td><td class="{3}">{5}</td></tr>', rows)
+                if i < i2 and j < j2:
+                    left, right = _changed_pair(a[i], b[j])
+                    rows.append((i + 1, left, j + 1, right))
+                elif i < i2:
+                    rows.append((i + 1, _marked(a[i], "diff_sub"), "", ""))
+                else:
+                    rows.append(("", "", j + 1, _marked(b[j], "diff_add")))
+    body = format_html_join("\n", '<tr><td class="diff_header">{}</td><td>{}</td><td class="diff_header">{}</td>'
+                                  "<td>{}</td></tr>", rows)
     note = "" if result.smallest else format_html(
         '<p class="hub-diff-whole">These versions differ in too many places to find the smallest diff here: '
         "the changed region is shown whole.</p>")
