@@ -8,7 +8,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 JS_DIR := plugins_app/runtime/js
 JS_STAMP := $(JS_DIR)/node_modules/.lock-installed
 
-.PHONY: venv dev js cli install migrate demo run test lint typecheck migrations-check check bench bench-load bench-hostile chaos soak screenshots editor
+.PHONY: venv dev js cli install migrate demo run test lint typecheck migrations-check check bench bench-load bench-hostile bench-io chaos soak screenshots editor
 
 
 venv: $(VENV_STAMP)
@@ -71,6 +71,7 @@ bench: install
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/load.py $(LOAD_ARGS)
 	$(BIN)/python bench/hostile.py
+	$(BIN)/python bench/io.py $(IO_ARGS)
 
 # Good accounts beside one deliberate tenant at a time (issue 28): victims' p50/p99/max as ratios.
 bench-hostile: install
@@ -78,6 +79,11 @@ bench-hostile: install
 
 bench-load: install
 	$(BIN)/python bench/load.py $(LOAD_ARGS)
+
+# Plugins that wait on I/O (issue 38): calls/s against the ideal, p50/p99, errors, the hub's memory, and
+# quiet tenants beside each load. IO_ARGS passes options, e.g. IO_ARGS="--scenarios a,c --seconds 10".
+bench-io: install
+	$(BIN)/python bench/io.py $(IO_ARGS)
 
 # A whole hub under a low steady load; every process's RSS slope (issue 29). SOAK_ARGS="--minutes 60".
 soak: install

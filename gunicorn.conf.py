@@ -9,12 +9,13 @@ import threading
 import time
 from pathlib import Path
 
-from plugins_app.runtime.config import EngineConfig, shared_engines_for
+from plugins_app.runtime.config import EngineConfig
+from plugins_app.runtime.environment import Env
 
 # A request waiting on an engine holds a thread, not a whole worker: a slow or runaway plugin
 # can't occupy the workers every other account needs.
 worker_class = "gthread"
-threads = int(os.environ.get("HUB_WORKER_THREADS", "16"))
+threads = Env(os.environ).integer("HUB_WORKER_THREADS", 16, minimum=1)
 
 TIER_CHECK_SECONDS = 0.5   # how soon the master notices a dead supervisor
 
@@ -24,14 +25,19 @@ _tier_dir = None   # made here (and removed at exit) when the operator runs no t
 _metrics_dir = None   # made here (and removed at exit) when the operator gave none
 
 
+def engine_config() -> EngineConfig:
+    """The tier's configuration, read as Django's settings and the supervisor read it (one default each)."""
+    return EngineConfig.from_env(os.environ)
+
+
 def on_starting(server):
     """Start the machine's engine tier before any worker: every worker connects to the same
     engines, so an account's compartments are warm once per machine, not once per worker."""
     global _tier_dir
     # Checked before anything starts: a bad value stops gunicorn here, with the variable's name.
-    config = EngineConfig.from_env(os.environ, default_processes=shared_engines_for(len(os.sched_getaffinity(0))))
+    config = engine_config()
     _prepare_metrics_dir()
-    if os.environ.get("HUB_ENGINE_DIR"):   # the operator runs the tier as a service of its own
+    if Env(os.environ).text("HUB_ENGINE_DIR"):   # the operator runs the tier as a service of its own
         return
     directory = _tier_dir = tempfile.mkdtemp(prefix="hub-engines-")
     _start_tier(directory, config)
@@ -79,7 +85,7 @@ def _prepare_metrics_dir():
     directory, which /metrics sums. Set before any worker imports the library; emptied at start,
     since files of a previous run's processes would be summed in too."""
     global _metrics_dir
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    directory = Env(os.environ).text("PROMETHEUS_MULTIPROC_DIR")
     if directory:
         Path(directory).mkdir(parents=True, exist_ok=True)
         for stale in Path(directory).glob("*.db"):

@@ -6,6 +6,6 @@ class AccountsConfig(AppConfig):
     name = "accounts"
     default_auto_field = "django.db.models.BigAutoField"
 
-    def ready(self):
+    def ready(self) -> None:
         # Registers the OpenAPI description of ApiKeyAuthentication with drf-spectacular.
         from . import schema  # noqa: F401

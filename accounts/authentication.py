@@ -1,9 +1,17 @@
 """DRF authentication by account API key sent as `Authorization: Bearer mh_...`."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 
 from .key_use import recorder as key_use
-from .models import ApiKey
+from .models import Account, ApiKey
+
+if TYPE_CHECKING:   # DRF loads this class from its settings while rest_framework.views is importing
+    from rest_framework.request import Request
+
 
 INVALID_KEY_MESSAGE = "invalid or revoked API key"
 
@@ -14,20 +22,20 @@ class ApiPrincipal:
     is_authenticated = True
     is_anonymous = False
 
-    def __init__(self, account):
+    def __init__(self, account: Account) -> None:
         self.account = account
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"api:{self.account}"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<ApiPrincipal account={self.account.pk}>"
 
 
 class ApiKeyAuthentication(BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[ApiPrincipal, ApiKey] | None:
         parts = get_authorization_header(request).split()
         if not parts or parts[0].lower() != self.keyword.lower().encode():
             return None
@@ -44,6 +52,6 @@ class ApiKeyAuthentication(BaseAuthentication):
         key_use.note(api_key)
         return ApiPrincipal(api_key.account), api_key
 
-    def authenticate_header(self, request):
+    def authenticate_header(self, request: Request) -> str:
         # A WWW-Authenticate value makes DRF answer 401 rather than 403.
         return f'{self.keyword} realm="api"'

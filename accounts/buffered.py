@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
@@ -25,41 +26,41 @@ class BufferedWriter:
 
     thread_name = "hub-buffered-writer"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._pending: dict = self.new_pending()
+        self._pending: dict[Any, Any] = self.new_pending()
 
     @property
     def interval(self) -> float:
         return float(getattr(settings, "HUB_METERING_FLUSH_SECONDS", 2.0))
 
-    def new_pending(self) -> dict:
+    def new_pending(self) -> dict[Any, Any]:
         """An empty `_pending`."""
         return {}
 
-    def take_pending(self) -> dict:
+    def take_pending(self) -> dict[Any, Any]:
         """What is pending, leaving `_pending` empty (called under `_lock`)."""
         pending, self._pending = self._pending, self.new_pending()
         return pending
 
-    def write_one(self, key, value) -> None:
+    def write_one(self, key: Any, value: Any) -> None:
         """Writes one key (a failed batch is retried this way, key by key)."""
         self.write_many(self.prepare([(key, value)]))
 
-    def prepare(self, batch: list):
+    def prepare(self, batch: list[tuple[Any, Any]]) -> Any:
         """What can be worked out before the batch's transaction begins (reads, merging), so the
         write lock is held for the writes alone. Returns what `write_many` takes."""
         return batch
 
-    def write_many(self, prepared) -> None:
+    def write_many(self, prepared: Any) -> None:
         """Writes a prepared batch inside the caller's transaction, in a few statements. Raising
         (BatchConflict when another process wrote a row since `prepare` read it) undoes the whole
         batch, which is then written key by key."""
         for key, value in prepared:
             self.write_one(key, value)
 
-    def keep(self, key, value) -> None:
+    def keep(self, key: Any, value: Any) -> None:
         """Put back what could not be written (called under no lock)."""
         raise NotImplementedError
 
@@ -76,7 +77,7 @@ class BufferedWriter:
                 self.keep(key, value)
         return len(pending)
 
-    def _write_batch(self, batch: list) -> list:
+    def _write_batch(self, batch: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
         """Writes a batch; returns what could not be written. When the batch fails as a whole, each
         key is written under its own savepoint, so a failed one is undone and kept alone."""
         try:
@@ -97,7 +98,7 @@ class BufferedWriter:
             logger.warning("%s: a batch failed at commit; writing its keys one by one", self.thread_name)
             return [(key, value) for key, value in batch if not self._written(key, value)]
 
-    def _written(self, key, value) -> bool:
+    def _written(self, key: Any, value: Any) -> bool:
         """Writes one key under its own atomic block: a savepoint inside a batch, a transaction alone."""
         try:
             with transaction.atomic():

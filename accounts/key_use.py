@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from django.utils import timezone
 
 from .buffered import BufferedWriter
@@ -15,7 +18,7 @@ class KeyUseRecorder(BufferedWriter):
 
     thread_name = "hub-key-use"
 
-    def note(self, api_key: ApiKey, now=None) -> None:
+    def note(self, api_key: ApiKey, now: datetime | None = None) -> None:
         """Keeps `now` as the key's latest use (pending: key pk -> when), unless it is no news."""
         now = now or timezone.now()
         if not api_key.use_is_news(now):
@@ -24,12 +27,12 @@ class KeyUseRecorder(BufferedWriter):
             self._pending[api_key.pk] = now
         self.added()
 
-    def write_many(self, prepared: list) -> None:
+    def write_many(self, prepared: list[tuple[int, datetime]]) -> None:
         # One statement for the batch: with a thousand accounts, a statement per key held SQLite's
         # write lock for seconds a minute.
         ApiKey.write_uses(prepared)
 
-    def keep(self, key, value) -> None:
+    def keep(self, key: Any, value: Any) -> None:
         with self._lock:
             self._pending.setdefault(key, value)
 

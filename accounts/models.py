@@ -1,9 +1,12 @@
 """Accounts, memberships of Django users in them, and hashed API keys."""
+from __future__ import annotations
+
 import hashlib
 import hmac
 import secrets
 import string
-from datetime import timedelta
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
@@ -18,16 +21,16 @@ KEY_ALPHABET = string.ascii_letters + string.digits
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-def _random_string(length):
+def _random_string(length: int) -> str:
     return "".join(secrets.choice(KEY_ALPHABET) for _ in range(length))
 
 
-def hash_key(raw_key):
+def hash_key(raw_key: str) -> str:
     """Hex SHA-256 of a raw key; the secret is random enough that no salt or stretching is needed."""
     return hashlib.sha256(raw_key.encode("utf-8")).hexdigest()
 
 
-def parse_key(raw_key):
+def parse_key(raw_key: object) -> str | None:
     """Return the prefix of a well-formed `mh_<prefix>_<secret>` key, or None."""
     if not isinstance(raw_key, str):
         return None
@@ -53,7 +56,7 @@ class Account(models.Model):
     class Meta:
         ordering = ["name"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
 
@@ -75,15 +78,15 @@ class Membership(models.Model):
         ]
         ordering = ["account__name", "user__username"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.user} ({self.role}) in {self.account}"
 
 
-class ApiKeyQuerySet(models.QuerySet):
-    def active(self):
+class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
+    def active(self) -> ApiKeyQuerySet:
         return self.filter(revoked_at__isnull=True)
 
-    def revoke(self):
+    def revoke(self) -> int:
         """Revoke every still-active key in the queryset; returns how many were revoked."""
         return self.active().update(revoked_at=timezone.now())
 
@@ -103,21 +106,21 @@ class ApiKey(models.Model):
         ordering = ["-created_at"]
         verbose_name = "API key"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.account} / {self.name or self.prefix}"
 
     @property
-    def is_active(self):
+    def is_active(self) -> bool:
         return self.revoked_at is None
 
     @classmethod
-    def issue(cls, account, name=""):
+    def issue(cls, account: Account, name: str = "") -> tuple[ApiKey, str]:
         """Create a key for `account`; returns (api_key, raw_key). The raw key is not stored anywhere."""
         api_key = cls(account=account, name=name)
         raw_key = api_key.save_with_new_secret()
         return api_key, raw_key
 
-    def save_with_new_secret(self):
+    def save_with_new_secret(self) -> str:
         """Give this unsaved key a fresh prefix and secret, insert it, and return the raw key."""
         if not self._state.adding:
             raise ValueError("an existing API key cannot be given a new secret; issue a new key")
@@ -134,9 +137,10 @@ class ApiKey(models.Model):
                     raise
             else:
                 return raw_key
+        raise AssertionError("unreachable: the third IntegrityError is raised above")
 
     @classmethod
-    def lookup(cls, raw_key):
+    def lookup(cls, raw_key: str) -> ApiKey | None:
         """The active key matching `raw_key` (with its account loaded), or None."""
         prefix = parse_key(raw_key)
         if prefix is None:
@@ -146,17 +150,17 @@ class ApiKey(models.Model):
             return None
         return api_key
 
-    def revoke(self):
+    def revoke(self) -> None:
         if self.revoked_at is None:
             self.revoked_at = timezone.now()
             self.save(update_fields=["revoked_at"])
 
-    def use_is_news(self, now) -> bool:
+    def use_is_news(self, now: datetime) -> bool:
         """Whether a use at `now` is worth writing (the one recorded is older than the resolution)."""
         return self.last_used_at is None or now - self.last_used_at >= LAST_USED_RESOLUTION
 
     @staticmethod
-    def write_uses(uses) -> None:
+    def write_uses(uses: Iterable[tuple[int, datetime]]) -> None:
         """Writes each (key pk, when) in one statement. The condition keeps concurrent writers (and
         late ones) from writing over a recent use."""
         table, ops = connection.ops.quote_name(ApiKey._meta.db_table), connection.ops

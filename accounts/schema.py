@@ -1,4 +1,6 @@
 """OpenAPI (drf-spectacular) description of the API key authentication scheme."""
+from typing import Any
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
@@ -6,7 +8,7 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "accounts.authentication.ApiKeyAuthentication"
     name = "ApiKeyAuth"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {
             "type": "http",
             "scheme": "bearer",

@@ -1,13 +1,23 @@
 """Account, API key and membership operations shared by commands, the admin and demo loaders."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import models, transaction
 
 from .models import Account, ApiKey, Membership
 
-ACCOUNT_NAME_MAX_LENGTH = Account._meta.get_field("name").max_length
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+_NAME_MAX_LENGTH = Account._meta.get_field("name").max_length
+assert _NAME_MAX_LENGTH is not None  # a CharField always has one; Django types it Optional
+ACCOUNT_NAME_MAX_LENGTH: int = _NAME_MAX_LENGTH
 
 
-def get_or_create_account(name):
+def get_or_create_account(name: str | None) -> Account:
     """The account called `name` (surrounding whitespace ignored), created if missing."""
     name = (name or "").strip()
     if not name:
@@ -19,7 +29,7 @@ def get_or_create_account(name):
 
 
 @transaction.atomic
-def create_api_key(account_name, key_name=""):
+def create_api_key(account_name: str, key_name: str = "") -> str:
     """Issue a key for the account (created if missing) and return the raw key, shown only once."""
     account = get_or_create_account(account_name)
     _, raw_key = ApiKey.issue(account, name=key_name)
@@ -27,7 +37,8 @@ def create_api_key(account_name, key_name=""):
 
 
 @transaction.atomic
-def add_member(account_name, username, role, password=None):
+def add_member(account_name: str, username: str, role: str,
+               password: str | None = None) -> tuple[User, bool]:
     """Give `username` `role` in the account, creating either if missing; returns (user, created).
 
     Members are staff so they can log into the admin. An existing user's password
@@ -58,7 +69,7 @@ def add_member(account_name, username, role, password=None):
     return user, created
 
 
-def users_addable_by(admin_account_ids):
+def users_addable_by(admin_account_ids: Iterable[int]) -> models.QuerySet[User]:
     """Users an account admin may add to an account: active, not operators, and already members of
     an account that admin administers (users created for an account by `add_member` are members)."""
     return get_user_model().objects.filter(

@@ -13,7 +13,6 @@ the whole stack. Figures vary by machine; compare the ratios.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import threading
@@ -24,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from plugins_app.runtime.config import shared_engines_for  # noqa: E402
+from plugins_app.runtime.config import default_processes  # noqa: E402
 from plugins_app.runtime.engine.supervisor import local_supervisor  # noqa: E402
 from plugins_app.runtime.tables.hooks import HOOKS  # noqa: E402
 from plugins_app.runtime.web.chain import Handler, run_chain  # noqa: E402
@@ -137,8 +136,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="each phase's length")
     parser.add_argument("--victims", type=int, default=4, help="good accounts, one connection each")
-    parser.add_argument("--engines", type=int, default=shared_engines_for(len(os.sched_getaffinity(0))),
-                        help="shared engines (default: as gunicorn starts them, HUB_ENGINE_PROCESSES)")
+    parser.add_argument("--engines", type=int, default=default_processes(),
+                        help="shared engines (default: HUB_ENGINE_PROCESSES's, one per core and one more)")
     parser.add_argument("--only", action="append", choices=sorted(ATTACKERS), help="run only these attackers")
     args = parser.parse_args()
     supervisor = local_supervisor(engines=args.engines, lane=1)

@@ -95,10 +95,11 @@ def _memoize_compile(plugins) -> None:
     """Each distinct source is compiled once; install_plugin reuses the result."""
     original, cache = plugins.compile_source, {}
 
-    def compile_once(source, language):
-        if (source, language) not in cache:
-            cache[source, language] = original(source, language)
-        return dict(cache[source, language])
+    def compile_once(source, language, **options):   # typecheck=...: install_plugin passes it (issue 30)
+        known = (source, language, tuple(sorted(options.items())))
+        if known not in cache:
+            cache[known] = original(source, language, **options)
+        return dict(cache[known])
 
     plugins.compile_source = compile_once
 

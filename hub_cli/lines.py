@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from functools import cache
+from typing import Any
 
 from plugins_app.runtime.positions import decode_vlq
 
@@ -61,9 +62,8 @@ def line_table(mappings: str) -> dict[int, int]:
 
 
 @cache
-def _typescript():
-    from py_mini_racer import MiniRacer
-
+def _typescript() -> Any:
+    from plugins_app.runtime.engine.isolate import MiniRacer
     from plugins_app.runtime.engine.jsassets import typescript_source
 
     context = MiniRacer()

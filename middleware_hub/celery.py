@@ -1,5 +1,7 @@
 """Celery application for Middleware Hub, configured from Django settings (CELERY_*)."""
+import logging
 import os
+from typing import Any
 
 from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_shutdown, worker_ready
@@ -35,21 +37,21 @@ app.conf.beat_schedule = {
 
 @after_setup_logger.connect
 @after_setup_task_logger.connect
-def quiet_logs(logger, **kwargs):
+def quiet_logs(logger: logging.Logger, **kwargs: Any) -> None:
     from middleware_hub.log_filters import install_on
 
     install_on(logger)
 
 
 @worker_ready.connect
-def send_spooled_tasks(**kwargs):
+def send_spooled_tasks(**kwargs: Any) -> None:
     # Tasks a web process could not queue while the broker was away are sent from here too, even
     # when no web process enqueues anything more.
     task_queue.outbox.start()
 
 
 @worker_process_shutdown.connect
-def flush_metering(**kwargs):
+def flush_metering(**kwargs: Any) -> None:
     # Pool processes leave without running atexit handlers: write buffered usage first.
     from plugins_app.services.observability.latency import recorder
     from plugins_app.services.observability.metering import meter

@@ -15,49 +15,34 @@ from plugins_app.services.secrets.config import SecretsConfig
 from plugins_app.services.ssh.config import SshConfig
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Every variable is read through this one typed reader (plugins_app/runtime/environment.py), as the
+# configs below read theirs: a value it cannot use (a flag that is not 1/0, true/false, yes/no, on/off,
+# a number that is not one) stops the start with the variable's name.
+_env = Env(os.environ)
 # HUB_VAR_DIR moves the SQLite file and the file-system broker (tests run a whole dev hub in a temp dir).
-VAR_DIR = Path(os.environ.get("HUB_VAR_DIR") or BASE_DIR / "var")
+VAR_DIR = Path(_env.text("HUB_VAR_DIR") or BASE_DIR / "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-
-def env(name, default=None):
-    return os.environ.get(name, default)
-
-
-def env_bool(name, default):
-    value = os.environ.get(name)
-    if value is None or value.strip() == "":
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_list(name, default):
-    value = os.environ.get(name)
-    if value is None:
-        return list(default)
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-SECRET_KEY = env("DJANGO_SECRET_KEY", "django-insecure-dev-only-change-me-in-production")
-DEBUG = env_bool("DJANGO_DEBUG", True)
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+SECRET_KEY = _env.text("DJANGO_SECRET_KEY", "django-insecure-dev-only-change-me-in-production")
+DEBUG = _env.flag("DJANGO_DEBUG", True)
+ALLOWED_HOSTS = list(_env.items("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"]))
 
 # HTTPS (docs/production.md, "Production settings"): on by default when DEBUG is off, off for development.
 _PRODUCTION = not DEBUG
-SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", _PRODUCTION)
-CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", _PRODUCTION)
+SESSION_COOKIE_SECURE = _env.flag("DJANGO_SESSION_COOKIE_SECURE", _PRODUCTION)
+CSRF_COOKIE_SECURE = _env.flag("DJANGO_CSRF_COOKIE_SECURE", _PRODUCTION)
 # Sent only on HTTPS responses; a year once the site is HTTPS-only. Subdomains and preloading
 # commit the whole domain, which only its owner can decide.
-SECURE_HSTS_SECONDS = int(env("DJANGO_SECURE_HSTS_SECONDS", 365 * 24 * 3600 if _PRODUCTION else 0))
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
-SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+SECURE_HSTS_SECONDS = _env.integer("DJANGO_SECURE_HSTS_SECONDS", 365 * 24 * 3600 if _PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env.flag("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env.flag("DJANGO_SECURE_HSTS_PRELOAD", False)
 # Off unless asked: the TLS-terminating proxy in front usually redirects, and an API client that
 # sent its key over plain HTTP has already leaked it (a redirect would hide the mistake).
-SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+SECURE_SSL_REDIRECT = _env.flag("DJANGO_SECURE_SSL_REDIRECT", False)
 # Behind a proxy that terminates TLS and sets (overwriting any client value) X-Forwarded-Proto.
-if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", False):
+if _env.flag("DJANGO_SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+CSRF_TRUSTED_ORIGINS = list(_env.items("DJANGO_CSRF_TRUSTED_ORIGINS", []))
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -109,7 +94,7 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
-        conn_max_age=int(env("DATABASE_CONN_MAX_AGE", 60)),
+        conn_max_age=_env.integer("DATABASE_CONN_MAX_AGE", 60),
         conn_health_checks=True,
     )
 }
@@ -190,7 +175,7 @@ SPECTACULAR_SETTINGS = {
 
 # Celery. The default filesystem broker needs no service; both directions use
 # one folder because producers and consumers share this configuration.
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = _env.text("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
     _broker_folders = {
@@ -204,7 +189,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {key: str(path) for key, path in _broker_folders.items()}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_ALWAYS_EAGER = _env.flag("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = TIME_ZONE
@@ -224,7 +209,7 @@ HUB_TAIL = TailConfig.from_env(os.environ, broker_url=CELERY_BROKER_URL, var_dir
 # engine supervisor, which read it the same way): its engines, their heap, a handler's budgets.
 HUB_ENGINE = EngineConfig.from_env(os.environ)
 # Usage metering and API key use are buffered and written every N seconds (0 writes on every call).
-HUB_METERING_FLUSH_SECONDS = Env(os.environ).number("HUB_METERING_FLUSH_SECONDS", 2.0)
+HUB_METERING_FLUSH_SECONDS = _env.number("HUB_METERING_FLUSH_SECONDS", 2.0)
 
 LOGGING = {
     "version": 1,

@@ -8,7 +8,7 @@ class PluginsAppConfig(AppConfig):
     verbose_name = "Plugins and hooks"
     default_auto_field = "django.db.models.BigAutoField"
 
-    def ready(self):
+    def ready(self) -> None:
         # Imported here: models must be loaded before the services are.
         from django.core import checks
         from django.db.models.signals import post_delete

@@ -1,5 +1,7 @@
 """The hub's typed errors; the API's exception handler turns each into one JSON answer."""
 
+from typing import Any
+
 from rest_framework import status
 from rest_framework.exceptions import APIException
 
@@ -11,7 +13,7 @@ class HubError(APIException):
     default_code = "bad_request"
     default_detail = "The request could not be processed."
 
-    def __init__(self, detail=None, code=None, **extra):
+    def __init__(self, detail: Any = None, code: str | None = None, **extra: Any) -> None:
         super().__init__(detail, code)
         self.extra = extra
 

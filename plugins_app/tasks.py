@@ -41,7 +41,7 @@ def fire_cron_completed(run_id: int):
 
 
 @shared_task
-def deliver_due_notifications():
+def deliver_due_notifications() -> None:
     """Beat's sweep: the database, not the broker, knows which timers are due."""
     batch = settings.HUB_SCHEDULING.notify_sweep_batch
     for notification_id in notifications.due(batch):
@@ -62,5 +62,5 @@ def deliver_notification(self, notification_id: int):
 
 @shared_task(ignore_result=True)
 def run_shadow(account_id: int, hook: str, context: dict, hop: int = 0, turn_id: str = ""):
-    """Shadow handlers of one execute call, after its answer went out (services/shadow.py)."""
+    """Shadow handlers of one execute call, after its answer went out (services/versions/shadow.py)."""
     shadow.run(account_id, hook, context, hop, turn_id)

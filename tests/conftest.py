@@ -16,6 +16,7 @@ pytest_plugins = [
     "tests.plugins_app.scheduling_support",
     "tests.plugins_app.tracing_support",
     "tests.integration.celery_services",
+    "tests.spec_examples",
 ]
 
 # Tests with these markers need binaries that CI installs (.ci/run sets the

@@ -13,7 +13,6 @@ from plugins_app.admin.versions import pages  # noqa: F401
 from . import initial_data
 from .scoping import (
     AccountScopedAdmin,
-    AccountScopedStackedInline,
     AccountScopedTabularInline,
     ReadOnlyAccountScopedAdmin,
 )
@@ -24,5 +23,5 @@ admin.site.index_title = "Plugins, chains and audit trails"
 home.install(admin.site)
 initial_data.guard(admin.site)   # last: every app's admins are registered by now
 
-__all__ = ["AccountScopedAdmin", "AccountScopedStackedInline", "AccountScopedTabularInline",
+__all__ = ["AccountScopedAdmin", "AccountScopedTabularInline",
            "ReadOnlyAccountScopedAdmin"]

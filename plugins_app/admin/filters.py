@@ -36,7 +36,7 @@ class _InputFilter(admin.FieldListFilter):
             "presets": self.presets(changelist),
             "hidden": [(k, v) for k, v in changelist.params.items() if k not in mine],
             "reset_url": changelist.get_query_string(remove=list(mine)),
-            "active": any(self._value(name) for name in mine),
+            "active": any(self._value(name) for name in mine if name),
         }
 
 

@@ -1,5 +1,7 @@
 """Admin pages of the host surface: the platform bridge, plugin logs, agents and their workspaces."""
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
@@ -79,8 +81,9 @@ class AgentForm(forms.ModelForm):
         except InvalidInput as exc:
             raise ValidationError(_message(exc)) from None
 
-    def clean(self):
-        cleaned = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
         account = cleaned.get("account") or getattr(self.instance, "account", None)
         plugin = cleaned.get("plugin")
         if account is not None and plugin is not None and not Installation.objects.filter(

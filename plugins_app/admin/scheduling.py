@@ -1,5 +1,7 @@
 """Admin pages for cron jobs (with their recent runs and a run-now action), run history and timers."""
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
@@ -14,7 +16,7 @@ from plugins_app.services.scheduling import cron
 from .scoping import AccountScopedAdmin, AccountScopedTabularInline, ReadOnlyAccountScopedAdmin, per_object_action
 
 RECENT_RUNS = 20
-# services.cron names fields as the API does; the form's fields are the model's.
+# services.scheduling.cron names fields as the API does; the form's fields are the model's.
 FORM_FIELDS = {"agentId": "agent_id", "name": "name", "prompt": "prompt", "kind": "kind", "enabled": "enabled",
                "schedule.crontab": "cron_expression", "schedule.intervalSeconds": "interval_seconds",
                "schedule.timezone": "timezone"}
@@ -27,8 +29,9 @@ class CronJobForm(forms.ModelForm):
                   "timezone", "enabled"]
         widgets = {"prompt": forms.Textarea(attrs={"rows": 6})}
 
-    def clean(self):
-        cleaned = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
         if self.errors:
             return cleaned
         values = {name: cleaned.get(name) for name in cron.FIELDS}
@@ -36,7 +39,7 @@ class CronJobForm(forms.ModelForm):
         try:
             cleaned.update(cron.clean_fields(values))
         except InvalidInput as exc:
-            field = FORM_FIELDS.get(exc.extra.get("field"))
+            field = FORM_FIELDS.get(exc.extra["field"])
             message = str(exc.detail).split(": ", 1)[-1]
             if exc.extra.get("field") == "schedule":
                 message = "Give either a crontab or an interval in seconds, not both."

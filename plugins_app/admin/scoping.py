@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
-from django.db.models import Model
-from django.http import Http404
+from django.db.models import Model, QuerySet
+from django.http import Http404, HttpRequest
 from django.utils.text import capfirst
 
 from accounts.models import Account, Membership
 
 ADMIN = Membership.Role.ADMIN
+
+# What the mixins below are mixed into, for the checker (at run time they derive from object).
+if TYPE_CHECKING:
+    _BaseAdmin = admin.options.BaseModelAdmin[Any]
+    _ModelAdmin = admin.ModelAdmin[Any]
+else:
+    _BaseAdmin = _ModelAdmin = object
 
 
 def roles(request) -> dict[int, str]:
@@ -28,20 +37,20 @@ def roles(request) -> dict[int, str]:
     return cached
 
 
-def is_operator(request) -> bool:
+def is_operator(request: HttpRequest) -> bool:
     return request.user.is_active and request.user.is_superuser
 
 
-def admin_account_ids(request) -> set[int]:
+def admin_account_ids(request: HttpRequest) -> set[int]:
     """Accounts the user administers through a membership (callers check operators first)."""
     return {account_id for account_id, role in roles(request).items() if role == ADMIN}
 
 
-def member_account_ids(request) -> set[int]:
+def member_account_ids(request: HttpRequest) -> set[int]:
     return set(roles(request))
 
 
-def editable_accounts(request):
+def editable_accounts(request: HttpRequest) -> QuerySet[Account]:
     """The accounts a form may assign a row to."""
     if is_operator(request):
         return Account.objects.all()
@@ -63,7 +72,7 @@ def _path_to_account(model, admin_site) -> str | None:
     return "account" if getattr(field, "related_model", None) is Account else None
 
 
-def account_id_of(obj, path: str):
+def account_id_of(obj: Any, path: str) -> int | None:
     """Follow `path` ("account", "installation__account", "pk" for an Account) to an account id."""
     if path == "pk":
         return obj.pk
@@ -75,7 +84,8 @@ def account_id_of(obj, path: str):
     return getattr(obj, f"{last}_id", None)
 
 
-def permitted_rows(modeladmin, request, queryset, permission: str):
+def permitted_rows(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any],
+                   permission: str) -> tuple[QuerySet[Any], int]:
     """The selected rows the user may `permission` ("change", "delete"), each checked against its own
     account, and how many of the selection were refused."""
     check = getattr(modeladmin, f"has_{permission}_permission")
@@ -102,66 +112,68 @@ def per_object_action(permission: str = "change", **options):
     return decorate
 
 
-class ScopedPermissionsMixin:
+class ScopedPermissionsMixin(_BaseAdmin):
     """Permission methods answered from memberships instead of Django's per-model permissions, so
     a staff user created by `add_member` needs nothing more. Operators keep Django's answers."""
 
     account_field = "account"
     auditor_visible = True
 
-    def visible_account_ids(self, request) -> set[int]:
+    def visible_account_ids(self, request: HttpRequest) -> set[int]:
         if self.auditor_visible:
             return member_account_ids(request)
         return admin_account_ids(request)
 
-    def scope(self, request, queryset, path: str | None = None, account_ids=None):
+    def scope(self, request: HttpRequest, queryset: QuerySet[Any], path: str | None = None,
+              account_ids: Collection[int] | None = None) -> QuerySet[Any]:
         """`queryset` limited to rows of accounts the user sees (or of `account_ids`)."""
         if is_operator(request):
             return queryset
         ids = self.visible_account_ids(request) if account_ids is None else account_ids
         return queryset.filter(**{f"{path or self.account_field}__in": ids})
 
-    def _account_of(self, obj):
+    def _account_of(self, obj: Model) -> int | None:
         return account_id_of(obj, self.account_field)
 
-    def has_module_permission(self, request):
+    def has_module_permission(self, request: HttpRequest) -> bool:
         if is_operator(request):
             return super().has_module_permission(request)
         return bool(self.visible_account_ids(request))
 
-    def has_view_permission(self, request, obj=None):
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         if is_operator(request):
             return super().has_view_permission(request, obj)
         if obj is None:
             return bool(self.visible_account_ids(request))
         return self._account_of(obj) in self.visible_account_ids(request)
 
-    def _may_edit(self, request, obj) -> bool:
+    def _may_edit(self, request: HttpRequest, obj: Model | None) -> bool:
         ids = admin_account_ids(request)
         if obj is None:
             return bool(ids)
         return self._account_of(obj) in ids
 
-    def has_add_permission(self, request, *args):
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         if is_operator(request):
             return super().has_add_permission(request, *args)
         return self._may_edit(request, None)
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         if is_operator(request):
             return super().has_change_permission(request, obj)
         return self._may_edit(request, obj)
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         if is_operator(request):
             return super().has_delete_permission(request, obj)
         return self._may_edit(request, obj)
 
 
-class ScopedChoicesMixin:
+class ScopedChoicesMixin(_ModelAdmin):
     """Foreign-key choices, autocompletes and list filters limited to the user's accounts."""
 
     model: type[Model]   # the ModelAdmin this is mixed into sets it
+    scope: Callable[..., QuerySet[Any]]   # ScopedPermissionsMixin, mixed in beside this, provides it
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         formfield = super().formfield_for_foreignkey(db_field, request, **kwargs)
@@ -219,7 +231,7 @@ class AccountScopedAdmin(ScopedChoicesMixin, ScopedPermissionsMixin, admin.Model
     account admins add, change and delete their accounts' rows; auditors only view, and only
     models with `auditor_visible = True`. Another account's object answers 404."""
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return self.scope(request, super().get_queryset(request))
 
     def changelist_view(self, request, extra_context=None):
@@ -257,7 +269,7 @@ class AccountScopedAdmin(ScopedChoicesMixin, ScopedPermissionsMixin, admin.Model
 
         return [(title, {**options, "fields": keep(options.get("fields", ()))}) for title, options in fieldsets]
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         if not is_operator(request):
             account_id = self._account_of(obj)
             if account_id is not None and account_id not in admin_account_ids(request):
@@ -268,13 +280,13 @@ class AccountScopedAdmin(ScopedChoicesMixin, ScopedPermissionsMixin, admin.Model
 class ReadOnlyAccountScopedAdmin(AccountScopedAdmin):
     """Audit trails: viewable within scope, never added, changed or deleted, not even by operators."""
 
-    def has_add_permission(self, request, *args):
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
@@ -284,21 +296,21 @@ class AccountScopedInlineMixin(ScopedChoicesMixin, ScopedPermissionsMixin):
 
     parent_account_field = "account"
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return self.scope(request, super().get_queryset(request))
 
-    def _may_edit(self, request, obj) -> bool:
+    def _may_edit(self, request: HttpRequest, obj: Model | None) -> bool:
         ids = admin_account_ids(request)
         if obj is None:
             return bool(ids)
         return account_id_of(obj, self.parent_account_field) in ids
 
-    def has_add_permission(self, request, obj=None):
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         if is_operator(request):
             return super().has_add_permission(request, obj)
         return self._may_edit(request, obj)
 
-    def has_view_permission(self, request, obj=None):
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         if is_operator(request) or obj is None:
             return super().has_view_permission(request, None)
         return account_id_of(obj, self.parent_account_field) in self.visible_account_ids(request)
@@ -307,7 +319,4 @@ class AccountScopedInlineMixin(ScopedChoicesMixin, ScopedPermissionsMixin):
 class AccountScopedTabularInline(AccountScopedInlineMixin, admin.TabularInline):
     pass
 
-
-class AccountScopedStackedInline(AccountScopedInlineMixin, admin.StackedInline):
-    pass
 

@@ -1,4 +1,4 @@
-"""Middleware that runs each execute call in its account's turn (see services.admission)."""
+"""Middleware that runs each execute call in its account's turn (see services.engine.admission)."""
 
 from __future__ import annotations
 

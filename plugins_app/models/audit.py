@@ -1,5 +1,7 @@
 """What the hub records of chains that ran: cancels, handler warnings, and daily usage."""
 
+from typing import Any, NoReturn
+
 from django.db import models
 
 from accounts.models import Account
@@ -17,12 +19,12 @@ class ImmutableModel(models.Model):
     class Meta:
         abstract = True
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             raise ImmutableRecordError(f"{type(self).__name__} rows cannot be changed")
         super().save(*args, **kwargs)
 
-    def delete(self, *args, **kwargs):
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise ImmutableRecordError(f"{type(self).__name__} rows cannot be deleted")
 
 
@@ -46,7 +48,7 @@ class CancelLog(ImmutableModel):
         verbose_name = "cancel log entry"
         verbose_name_plural = "cancel log"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.hook} cancelled by {self.plugin_slug}"
 
 
@@ -70,7 +72,7 @@ class HandlerWarning(ImmutableModel):
     class Meta:
         ordering = ["-created_at", "-id"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.kind} in {self.plugin_slug} ({self.hook})"
 
 
@@ -91,5 +93,5 @@ class UsageDaily(models.Model):
             models.UniqueConstraint(fields=["account", "plugin_slug", "hook", "day"], name="one_usage_row_per_day"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.plugin_slug}/{self.hook} {self.day}: {self.runs}"

@@ -19,7 +19,7 @@ class PlatformConfig(models.Model):
     class Meta:
         verbose_name = "platform bridge"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"platform of {self.account}: {self.base_url}"
 
     @property
@@ -48,7 +48,7 @@ class PluginLog(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["installation", "-id"])]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.level} {self.plugin_slug}: {self.message[:60]}"
 
 
@@ -69,7 +69,7 @@ class Agent(models.Model):
             models.UniqueConstraint(fields=["account", "agent_id"], name="one_agent_per_platform_id"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.name} ({self.agent_id})"
 
 
@@ -89,5 +89,5 @@ class WorkspaceFile(models.Model):
             models.UniqueConstraint(fields=["account", "agent_id", "path"], name="one_workspace_file_per_path"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.agent_id}:{self.path}"

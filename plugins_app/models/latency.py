@@ -9,7 +9,7 @@ from .plugins import HOOK_CHOICES
 
 class LatencyHistogram(models.Model):
     """One window of one plugin's handler runs on one hook: a sparse histogram of durations
-    (bucket index -> count, see services/latency.py for the bounds), exact min/max/sum, and how
+    (bucket index -> count, see services/observability/latency.py for the bounds), exact min/max/sum, and how
     many runs ended in each status. Histograms of several windows merge by adding counts."""
 
     class Resolution(models.TextChoices):
@@ -35,5 +35,5 @@ class LatencyHistogram(models.Model):
                                                name="one_latency_row_per_window")]
         indexes = [models.Index(fields=["account", "resolution", "start"], name="latency_account_window")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.plugin_slug}/{self.hook} {self.resolution} {self.start:%Y-%m-%d %H:%M}: {self.runs}"

@@ -43,7 +43,7 @@ class Plugin(models.Model):
                                     name="official_plugin_slug_unique"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
     @property
@@ -66,9 +66,9 @@ class Installation(models.Model):
                                help_text="ISO timestamps of recent timeouts, wedges and memory overruns.")
     slow_lane_until = models.DateTimeField(null=True, blank=True)
     slow_lane_reason = models.CharField(max_length=500, blank=True)
-    # The number of the PluginVersion that runs (services/versions.py); null before versions existed.
+    # The number of the PluginVersion that runs (services/versions/releases.py); null before versions existed.
     live_version = models.PositiveIntegerField(null=True, blank=True)
-    # Shadow mode (services/shadow.py): a shadowed installation leaves the live chains and runs after
+    # Shadow mode (services/versions/shadow.py): a shadowed installation leaves the live chains and runs after
     # them on a copy of the context; a shadowed draft runs that way next to the live code.
     mode = models.CharField(max_length=10, choices=[("live", "live"), ("shadow", "shadow")], default="live")
     shadow_version = models.PositiveIntegerField(null=True, blank=True)
@@ -81,7 +81,7 @@ class Installation(models.Model):
             models.UniqueConstraint(fields=["account", "plugin"], name="one_installation_per_plugin"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.plugin} in {self.account}"
 
 
@@ -101,5 +101,5 @@ class ChainEntry(models.Model):
         indexes = [models.Index(fields=["account", "hook", "position"])]
         verbose_name_plural = "chain entries"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.hook} #{self.position}: {self.installation.plugin}"

@@ -9,7 +9,7 @@ from accounts.models import Account
 
 class CronJob(models.Model):
     """A mission an agent runs on a schedule. Its PeriodicTask (django-celery-beat) is derived
-    from `cron_expression` / `interval_seconds` and `enabled` by services.cron, never by hand."""
+    from `cron_expression` / `interval_seconds` and `enabled` by services.scheduling.cron, never by hand."""
 
     class Kind(models.TextChoices):
         CRON_JOB = "cron_job", "Cron job"
@@ -41,7 +41,7 @@ class CronJob(models.Model):
                 name="cron_job_has_one_schedule"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
     @property
@@ -106,7 +106,7 @@ class CronRun(models.Model):
                                     name="one_active_run_per_cron_job"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.job} at {self.slot_at:%Y-%m-%d %H:%M:%S}: {self.get_status_display()}"
 
 
@@ -147,5 +147,5 @@ class Notification(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["status", "due_at"], name="notification_status_due")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"timer for session {self.session_id}: {self.get_status_display()}"

@@ -42,7 +42,7 @@ class Secret(models.Model):
         ordering = ["name"]
         constraints = [models.UniqueConstraint(fields=["account", "name"], name="plugins_app_secret_account_name")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
     def set_value(self, value: str) -> None:

@@ -15,7 +15,7 @@ class ShadowStat(models.Model):
     failed = models.PositiveBigIntegerField(default=0)
     since = models.DateTimeField(auto_now_add=True)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"shadow of {self.installation}: {self.calls} calls"
 
 
@@ -40,5 +40,5 @@ class ShadowSample(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["installation", "kind", "-created_at"])]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.kind} by {self.installation}"

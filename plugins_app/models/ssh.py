@@ -46,7 +46,7 @@ class SshHost(models.Model):
             models.UniqueConstraint(fields=["account", "display_name"], name="plugins_app_sshhost_account_name_unique"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.display_name} ({self.username}@{self.hostname})"
 
     @property
@@ -87,5 +87,5 @@ class SshTurn(models.Model):
                                     name="plugins_app_sshturn_host_session_turn_unique"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.ssh_host_id}/{self.session_id}/{self.turn_id}: {self.state}"

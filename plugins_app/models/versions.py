@@ -31,7 +31,7 @@ class PluginVersion(ImmutableModel):
         ordering = ["installation", "-number"]
         constraints = [models.UniqueConstraint(fields=["installation", "number"], name="one_version_number")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.installation.plugin.slug} v{self.number}"
 
 
@@ -76,5 +76,5 @@ class AccountChange(ImmutableModel):
         verbose_name = "account change"
         verbose_name_plural = "change log"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.summary

@@ -3,14 +3,12 @@ and a request as an engine holds it while it runs (Job, RunState)."""
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import json
 from dataclasses import asdict, dataclass
 from typing import Any, NotRequired, Protocol, TypedDict
 
 from . import wire
-from .config import DEFAULT_CPU_MS
 
 
 class Op(str, enum.Enum):
@@ -149,22 +147,3 @@ class Job:
     client: Peer
     message: JsonObject   # the request as it arrived (a RunRequest; BENCH adds "n")
     started: float = 0.0
-    started_state: RunState | None = None   # set while its chain, started on arrival, awaits the work loop
-    watch: asyncio.TimerHandle | None = None   # ...which looks at it by then at the latest
-
-
-@dataclass
-class RunState:
-    """What the engine tracks of the chain in progress (the harness tracks the rest)."""
-
-    seq: int
-    job: Job
-    handler_ids: list[str]
-    index: int = -1
-    uncharged_seconds: float = 0.0
-    uncharged_inflight: int = 0
-    slow_noticed: bool = False
-    holder: str | None = None   # the handler holding the isolate past HOLD_SECONDS, if any
-    lowered: bool = False       # the isolate's thread runs at the lowest nice: its handler burns CPU
-    cpu_started: float = 0.0    # the isolate thread's CPU seconds when the running handler was noticed
-    cpu_ms: int = DEFAULT_CPU_MS   # the CPU one invocation may use (the request's cpuMs, read once)

@@ -1,5 +1,6 @@
-"""`hub dev` runs a plugin file on the hub's runtime with no server: the spec's examples give the outcome
-the same plugin gives installed in a real hub; --replay, --watch and --allow-fetch."""
+"""`hub dev` runs a plugin file on the hub's runtime with no server: the spec's example plugins (the project's
+copies, and the spec's own files when they are beside the checkout) give the outcome the same plugin gives
+installed in a real hub; --replay, --watch and --allow-fetch."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ import pytest
 
 from plugins_app.services.execution.hook_samples import example_context
 from tests.plugins_app.serving import ROOT
-from tests.spec_examples import EXAMPLES
+from tests.spec_examples import OWN, Examples
 
-FILES = sorted(p.name for p in EXAMPLES.glob("*.ts"))
+FILES = OWN.names()   # the spec's are the same names (test_spec_examples.py checks)
 RM_ROOT = {**example_context("sshCommandSending"), "command": "rm -rf /"}
 
 
@@ -28,9 +29,9 @@ def comparable(run: dict) -> dict:
             "statuses": [t["status"] for t in run["trace"]]}
 
 
-def on_the_hub(hub, name: str, hook: str, context: dict) -> dict:
+def on_the_hub(hub, examples: Examples, name: str, hook: str, context: dict) -> dict:
     key = hub.new_key()
-    installed = hub.ok(key, "POST", "plugins", {"name": name.removesuffix(".ts"), "source": (EXAMPLES / name).read_text(),
+    installed = hub.ok(key, "POST", "plugins", {"name": name.removesuffix(".ts"), "source": examples.read(name),
                                                 "language": "typescript"})
     if installed["permissions"]:
         hub.ok(key, "POST", f"plugins/{installed['installationId']}/grant", {"grant": installed["permissions"]})
@@ -43,33 +44,33 @@ def local(run: dict) -> dict:
 
 
 @pytest.mark.parametrize("name", FILES)
-def test_each_spec_example_does_locally_what_it_does_installed(hub, cli, name):
-    answer = json.loads(cli("unused", "dev", str(EXAMPLES / name), "--samples", "--json").stdout)
+def test_each_spec_example_does_locally_what_it_does_installed(hub, cli, examples, name):
+    answer = json.loads(cli("unused", "dev", str(examples.path(name)), "--samples", "--json").stdout)
     assert answer["runs"], answer
     for run in answer["runs"]:
-        served = on_the_hub(hub, name, run["hook"], example_context(run["hook"]))
+        served = on_the_hub(hub, examples, name, run["hook"], example_context(run["hook"]))
         assert comparable(local(run)) == comparable(served), run["hook"]
 
 
-def test_a_cancel_is_the_same_locally_and_installed(hub, cli, tmp_path):
+def test_a_cancel_is_the_same_locally_and_installed(hub, cli, tmp_path, examples):
     context = tmp_path / "ctx.json"
     context.write_text(json.dumps(RM_ROOT))
     name = "rm-guard-sshCommandSending.ts"
-    run = json.loads(cli("unused", "dev", str(EXAMPLES / name), "--context", str(context), "--json").stdout)["runs"][0]
-    served = on_the_hub(hub, name, "sshCommandSending", RM_ROOT)
+    run = json.loads(cli("unused", "dev", str(examples.path(name)), "--context", str(context), "--json").stdout)["runs"][0]
+    served = on_the_hub(hub, examples, name, "sshCommandSending", RM_ROOT)
     assert run["outcome"] == "cancelled" and comparable(local(run)) == comparable(served)
 
 
-def test_replay_runs_the_local_file_on_a_recorded_cancel(hub, cli, tmp_path):
+def test_replay_runs_the_local_file_on_a_recorded_cancel(hub, cli, tmp_path, examples):
     key = hub.new_key()
-    source = (EXAMPLES / "rm-guard-sshCommandSending.ts").read_text()
+    source = examples.read("rm-guard-sshCommandSending.ts")
     hub.ok(key, "POST", "plugins", {"name": "rm guard", "source": source, "language": "typescript"})
     hub.ok(key, "POST", "hooks/sshCommandSending/execute", {"context": RM_ROOT})
     entry = hub.ok(key, "GET", "cancellations")["results"][0]
     edited = tmp_path / "rm-guard.ts"
     edited.write_text(source.replace('return tools.cancel("refusing to delete the root filesystem");',
                                      'return { command: "echo refused" };'))
-    same = json.loads(cli(key, "dev", str(EXAMPLES / "rm-guard-sshCommandSending.ts"), "--replay", entry["id"],
+    same = json.loads(cli(key, "dev", str(examples.path("rm-guard-sshCommandSending.ts")), "--replay", entry["id"],
                           "--json").stdout)
     assert same["recorded"]["reason"] == same["runs"][0]["cancellation"]["reason"] == entry["reason"]
     now = json.loads(cli(key, "dev", str(edited), "--replay", entry["id"], "--json").stdout)

@@ -10,13 +10,14 @@ from plugins_app import tasks
 from plugins_app.models import CronRun, Notification, PluginLog
 from plugins_app.services.plugins import installations as plugins
 from plugins_app.services.scheduling import cron
-from tests.spec_examples import example
+from tests.spec_examples import OWN
 
 from .celery_services import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-SENTINEL = example("cron-sentinel.ts")
+# The project's copy: the spec's own file is proved the same at the API (tests/plugins_app/plugins/test_spec_examples.py).
+SENTINEL = OWN.read("cron-sentinel.ts")
 REWORD = """globalThis.middleware.notifyDelivered = async (c) => "wake up: " + c.message;"""
 WAIT = 60
 

@@ -20,7 +20,8 @@ def _is_private(name: str) -> bool:
 
 
 def _module_name(path: Path, root: Path) -> tuple[str, str]:
-    """(module, package) of a .py file: `a/b/c.py` is (`a.b.c`, `a.b`), `a/b/__init__.py` is (`a.b`, `a.b`)."""
+    """(module, package) of a .py file: module c in folder b of a is (`a.b.c`, `a.b`); the __init__.py
+    of folder b is (`a.b`, `a.b`)."""
     parts = path.relative_to(root).with_suffix("").parts
     if parts[-1] == "__init__":
         parts = parts[:-1]

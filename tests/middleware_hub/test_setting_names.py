@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from plugins_app.runtime.config import default_processes
+
 ROOT = Path(__file__).resolve().parents[2]
 READ = ("import json; from django.conf import settings; import django; django.setup();"
         "e = settings.HUB_ENGINE;"
@@ -35,7 +37,7 @@ def test_the_engine_settings_are_read_from_their_variables():
 def test_the_old_hook_names_are_no_longer_read():
     values = read_settings(HOOK_BUDGET_MS="777", HOOK_ENGINE_PROCESSES="9", HOOK_LANE_PROCESSES="4",
                            HOOK_ISOLATE_MEMORY_MB="64")
-    assert values == [5000, 2, 1, 256, 1000, []]   # the defaults, and no HOOK_* setting
+    assert values == [5000, default_processes(), 1, 256, 1000, []]   # the defaults, and no HOOK_* setting
 
 
 @pytest.mark.parametrize(("name", "value", "message"), [

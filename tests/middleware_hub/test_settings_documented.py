@@ -5,7 +5,7 @@ The variables are found in the code at run time, never listed here: a setting ad
 or turned into a constant shows up on the next run. A read counts when its name is a string literal:
 `os.environ.get("X")`, `os.environ["X"]`, `os.environ.setdefault("X", ...)`, `"X" in os.environ`,
 `os.getenv("X")`, a call of any function or method that hands one of its parameters to such a read
-(`env("X")`, `env_bool("X", ...)`, `Env(environ).integer("X", ...)`, ...: found by following the code,
+(`Env(environ).flag("X", ...)`, `Env(environ).integer("X", ...)`, ...: found by following the code,
 so a new helper needs no change here), `dj_database_url.config()` (`DATABASE_URL`), and
 `${X:-default}` in the shell scripts of `bin/`. A read whose name the code computes cannot be checked,
 so it fails too.

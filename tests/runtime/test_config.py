@@ -5,7 +5,14 @@ import sys
 
 import pytest
 
-from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_ISOLATE_MEMORY_MB, ConfigError, EngineConfig
+from plugins_app.runtime.config import (
+    DEFAULT_BUDGET_MS,
+    DEFAULT_ISOLATE_MEMORY_MB,
+    ConfigError,
+    EngineConfig,
+    default_processes,
+    shared_engines_for,
+)
 from plugins_app.runtime.launch import PROJECT_ROOT, EngineArgs
 
 
@@ -13,8 +20,10 @@ def test_unset_and_empty_variables_take_the_defaults():
     for environ in ({}, {"HUB_BUDGET_MS": "", "HUB_ISOLATE_MEMORY_MB": "  "}):
         config = EngineConfig.from_env(environ)
         assert (config.budget_ms, config.isolate_memory_mb) == (DEFAULT_BUDGET_MS, DEFAULT_ISOLATE_MEMORY_MB)
-    assert EngineConfig.from_env({}, default_processes=7).processes == 7   # gunicorn's: one per core
-    assert EngineConfig.from_env({"HUB_ENGINE_PROCESSES": "3"}, default_processes=7).processes == 3
+    # One default for the engine count, whoever starts the engines: one per core of this machine, and one more.
+    assert EngineConfig.from_env({}).processes == EngineConfig().processes == default_processes()
+    assert EngineConfig.from_env({"HUB_ENGINE_PROCESSES": "3"}).processes == 3
+    assert [shared_engines_for(cores) for cores in (0, 1, 2, 8)] == [2, 2, 3, 9]
 
 
 def test_values_are_read_as_whole_numbers():

@@ -9,7 +9,8 @@ import pytest
 
 from plugins_app.runtime.engine.jsassets import NODE_MODULES
 from plugins_app.runtime.tables.hooks import HOOKS
-from plugins_app.runtime.tables.sdk_types import HOST_MEMBERS, middleware_d_ts
+from plugins_app.runtime.tables.members import HOST_MEMBERS
+from plugins_app.runtime.tables.sdk_types import middleware_d_ts
 
 ROOT = Path(__file__).resolve().parents[2]
 TSC = NODE_MODULES / "typescript" / "bin" / "tsc"
@@ -88,4 +89,4 @@ globalThis.middleware.sshCommandSending = async (c) => {
     context = {"sessionId": "1", "agentId": "2", "sshHostId": "3", "hostDisplayName": "h", "kind": "command",
                "command": "ls", "path": None, "content": None}
     result = chain("sshCommandSending", [lister], context)
-    assert result.value["command"].split(",") == sorted(m.path for m in HOST_MEMBERS)
+    assert result.value["command"].split(",") == sorted(m.name for m in HOST_MEMBERS)

@@ -10,7 +10,6 @@ import pytest
 from django.utils import timezone
 
 from plugins_app.models import CancelLog, SshTurn, UsageDaily
-from tests.spec_examples import example
 
 from .conftest import free_port
 
@@ -53,8 +52,8 @@ def test_a_command_runs_between_the_hooks_and_the_turn_opens_once(gateway, make_
     assert runs(account, "sshConnectionOpening") == 3
 
 
-def test_rm_guard_example_refuses_and_rewrites(gateway, make_host, install, account, tmp_path):
-    install(example("rm-guard-sshCommandSending.ts"), name="rm guard", language="typescript")
+def test_rm_guard_example_refuses_and_rewrites(gateway, make_host, install, account, tmp_path, examples):
+    install(examples.read("rm-guard-sshCommandSending.ts"), name="rm guard", language="typescript")
     host = make_host()
     marker = tmp_path / "ran"
     refused = gateway(host, command=f"echo rm -rf / > {marker}").json()
@@ -70,8 +69,8 @@ def test_rm_guard_example_refuses_and_rewrites(gateway, make_host, install, acco
     assert rewritten["result"]["output"] == "apt-get install -y cowsay\n"
 
 
-def test_aws_redaction_example_rewrites_what_the_model_sees(gateway, make_host, install, tmp_path):
-    install(example("aws-redact-sshCommandCompleted.ts"), name="aws redact", language="typescript")
+def test_aws_redaction_example_rewrites_what_the_model_sees(gateway, make_host, install, tmp_path, examples):
+    install(examples.read("aws-redact-sshCommandCompleted.ts"), name="aws redact", language="typescript")
     host = make_host()
     body = gateway(host, command="echo key=AKIAABCDEFGHIJKLMNOP; echo AKIAQRSTUVWXYZ234567 >&2").json()
     assert body["result"]["output"] == "key=[redacted AWS key]\n"
@@ -92,8 +91,8 @@ def fake_rg(sshd):
     rg.unlink()
 
 
-def test_ripgrep_setup_example_runs_once_per_turn(gateway, make_host, install, sudo_log):
-    install(example("ripgrep-setup-sshConnectionOpening.ts"), name="ripgrep setup", language="typescript", grant=SSH)
+def test_ripgrep_setup_example_runs_once_per_turn(gateway, make_host, install, sudo_log, examples):
+    install(examples.read("ripgrep-setup-sshConnectionOpening.ts"), name="ripgrep setup", language="typescript", grant=SSH)
     host = make_host()
     probe = gateway(host, turn="probe", command="command -v rg || echo none").json()
     if probe["result"]["output"] != "none\n":
@@ -108,8 +107,8 @@ def test_ripgrep_setup_example_runs_once_per_turn(gateway, make_host, install, s
     assert sudo_log.read_text() == "apt-get install -y ripgrep\n" * 2
 
 
-def test_ripgrep_setup_example_is_a_no_op_when_rg_exists(gateway, make_host, install, sudo_log, fake_rg):
-    install(example("ripgrep-setup-sshConnectionOpening.ts"), name="ripgrep setup", language="typescript", grant=SSH)
+def test_ripgrep_setup_example_is_a_no_op_when_rg_exists(gateway, make_host, install, sudo_log, fake_rg, examples):
+    install(examples.read("ripgrep-setup-sshConnectionOpening.ts"), name="ripgrep setup", language="typescript", grant=SSH)
     body = gateway(make_host(), command="rg --version").json()
     assert body["hooks"]["sshConnectionOpening"]["trace"][0]["status"] == "ran"
     assert body["result"]["output"] == "ripgrep 14.0.0 (fake)\n"

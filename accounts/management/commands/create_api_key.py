@@ -1,4 +1,7 @@
 """`manage.py create_api_key ACCOUNT [--name N]`: issue a key; the raw key is the last stdout line."""
+from argparse import ArgumentParser
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts import services
@@ -10,11 +13,11 @@ class Command(BaseCommand):
         "The raw key is printed once, alone on the last line of standard output."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("account_name")
         parser.add_argument("--name", default="", help="A label for the key, e.g. where it is used.")
 
-    def handle(self, *args, account_name, name, **options):
+    def handle(self, *args: Any, account_name: str, name: str, **options: Any) -> None:
         try:
             raw_key = services.create_api_key(account_name, key_name=name)
         except ValueError as exc:

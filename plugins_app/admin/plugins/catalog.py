@@ -31,11 +31,13 @@ class OfficialInstallForm(SchemaSettingsMixin, AccountChoiceMixin, forms.Form):
         self.plugin = plugin
         self.limit_accounts(request)
         # Accounts that already have it can't install it twice.
-        field = self.fields["account"]
-        field.queryset = field.queryset.exclude(installations__plugin=plugin)
-        if field.queryset.count() == 1:
-            field.initial = field.queryset.first().pk
-        self.fields["grant"].choices = [(p, p) for p in plugin.permissions]
+        field, grant = self.fields["account"], self.fields["grant"]
+        assert isinstance(field, forms.ModelChoiceField) and isinstance(grant, forms.MultipleChoiceField)
+        assert field.queryset is not None   # limit_accounts set it
+        field.queryset = accounts = field.queryset.exclude(installations__plugin=plugin)
+        if accounts.count() == 1 and (only := accounts.first()) is not None:
+            field.initial = only.pk
+        grant.choices = [(p, p) for p in plugin.permissions]
         self.fields["grant"].help_text = "Tick what you approve; a call without its permission rejects the " \
                                          "plugin's promise and the chain keeps running."
         self.add_settings_fields(plugin.settings_schema, plugin_settings.defaults(plugin.settings_schema))

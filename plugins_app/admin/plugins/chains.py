@@ -28,6 +28,8 @@ from plugins_app.services.plugins import admin_ops
 class _RequiredChoiceFilter(admin.SimpleListFilter):
     """A filter without "All": the chain page always shows exactly one account's one hook."""
 
+    parameter_name: str
+
     def choices(self, changelist):
         for value, title in self.lookup_choices:
             yield {"selected": self.value() == str(value), "display": title,
@@ -51,7 +53,7 @@ class HookFilter(_RequiredChoiceFilter):
     parameter_name = "hook"
 
     def lookups(self, request, model_admin):
-        counts = {}
+        counts: dict[str, int] = {}
         account = request.GET.get("account")
         if account and account.isdigit():
             for hook in ChainEntry.objects.filter(account_id=int(account)).values_list("hook", flat=True):
@@ -87,8 +89,9 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
         # No actions on this page: sortable2's patched actions script would look for the missing
         # select-all box and throw on every load. chain.js numbers the rows and confirms each drop.
         media = super().media
-        js = [j for j in media._js if "actions" not in str(j)] + ["hub_admin/chain.js"]
-        return forms.Media(css=media._css, js=js)
+        media_js, media_css = media._js, media._css  # type: ignore[attr-defined]  # Media's merged lists: private, so django-stubs leave them out
+        js = [j for j in media_js if "actions" not in str(j)] + ["hub_admin/chain.js"]
+        return forms.Media(css=media_css, js=js)
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
@@ -219,7 +222,7 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
             "spec": HOOKS[run.hook] if run else None,
             "steps": [_step_view(step, names, run.versions) for step in run.steps] if run else [],
             "cancelled_by_name": names.get(_cancelling_installation(run)) if run else None,
-            "show_total": bool(run) and sum(1 for step in run.steps if step.trace.changed) > 1,
+            "show_total": run is not None and sum(1 for step in run.steps if step.trace.changed) > 1,
             "total": diff_html(run.before, run.after) if run else "",
             "after_text": as_text(run.after) if run else "",
             "chain_url": self._chain_url(form),

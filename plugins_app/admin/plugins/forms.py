@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from django import forms
 from django.http import QueryDict
@@ -76,11 +77,14 @@ def source_digest(source: str, language: str) -> str:
 
 
 class AccountChoiceMixin:
+    fields: dict[str, forms.Field]   # the Form this is mixed into has them
+
     def limit_accounts(self, request):
         field = self.fields["account"]
-        field.queryset = editable_accounts(request)
-        if field.queryset.count() == 1:
-            field.initial = field.queryset.first().pk
+        assert isinstance(field, forms.ModelChoiceField)
+        field.queryset = accounts = editable_accounts(request)
+        if accounts.count() == 1 and (only := accounts.first()) is not None:
+            field.initial = only.pk
 
 
 class InstallForm(AccountChoiceMixin, forms.Form):
@@ -103,8 +107,9 @@ class InstallForm(AccountChoiceMixin, forms.Form):
         super().__init__(*args, **kwargs)
         self.limit_accounts(request)
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         if not take_upload(self, data):
             return data
         if not (data.get("source") or "").strip():
@@ -168,6 +173,7 @@ class InstallationChangeForm(SchemaSettingsMixin, forms.ModelForm):
         super().__init__(*args, **kwargs)
         plugin = self.instance.plugin if self.instance.plugin_id else None
         asked = plugin.permissions if plugin else []
+        assert isinstance(self.fields["granted_permissions"], forms.MultipleChoiceField)
         self.fields["granted_permissions"].choices = [(p, p) for p in asked]
         self.fields["granted_permissions"].help_text = (
             "What the plugin's code calls; ungranted calls reject the plugin's promise." if asked
@@ -177,8 +183,9 @@ class InstallationChangeForm(SchemaSettingsMixin, forms.ModelForm):
                                      "A JSON object handed to the plugin as host.config; a setting left out "
                                      "goes back to its default.")
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         data["settings"] = self.settings_value()
@@ -314,6 +321,3 @@ class TryItForm(AccountChoiceMixin, forms.Form):
         else:
             self.add_error("context" if self.uses_json() else None, f"{field or 'context'}: {exc.detail}")
 
-
-def sample_context_text(hook: str) -> str:
-    return json.dumps(example_context(hook), indent=2)

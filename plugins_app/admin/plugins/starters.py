@@ -6,7 +6,8 @@ from __future__ import annotations
 from functools import cache
 
 from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
-from plugins_app.runtime.tables.sdk_types import HOST_MEMBERS, context_type_name, web_global_members, web_globals
+from plugins_app.runtime.tables.members import HOST_MEMBERS
+from plugins_app.runtime.tables.sdk_types import context_type_name, web_global_members, web_globals
 
 TS_TYPES = {"id": "string", "string": "string", "number": "number", "integer": "number", "boolean": "boolean",
             "string[]": "string[]", "id[]": "string[]"}
@@ -61,7 +62,7 @@ def completions() -> dict:
         "cancellable": [name for name, spec in HOOKS.items() if spec.cancellable],
         "tools": [{"label": "cancel", "detail": "cancel(reason?: string): CancelToken",
                    "info": "Veto this hook: return the token. The reason is cut to 500 characters."}],
-        "host": [{"path": m.path, "detail": m.signature, "info": m.doc} for m in HOST_MEMBERS],
+        "host": [{"path": m.name, "detail": m.signature, "info": m.doc} for m in HOST_MEMBERS],
         "globals": web_globals(),
         "members": web_global_members(),
     }

@@ -1,5 +1,7 @@
 """The Secrets page: a password-style field that is never rendered back; admins set, auditors see names."""
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
@@ -45,8 +47,9 @@ class SecretForm(forms.ModelForm):
         model = Secret
         fields = ["account", "name", "new_value", "allowed_hosts", "description"]
 
-    def clean(self):
-        cleaned = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
         if self.errors:
             return cleaned
         creating = self.instance.pk is None
@@ -59,7 +62,7 @@ class SecretForm(forms.ModelForm):
             store.check_hosts(cleaned.get("allowed_hosts"))
             store.check_description(cleaned.get("description"))
         except HubError as exc:
-            field = FORM_FIELDS.get(exc.extra.get("field"))
+            field = FORM_FIELDS.get(exc.extra.get("field", ""))
             message = str(exc.detail).split(": ", 1)[-1]
             raise ValidationError({field: message} if field in self.fields else message) from None
         if creating and store.list_secrets(cleaned["account"]).filter(name=cleaned["name"]).exists():

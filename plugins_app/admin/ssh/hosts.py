@@ -1,5 +1,7 @@
 """Admin pages for SSH hosts: the private key is write-only and never rendered back."""
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
@@ -30,8 +32,9 @@ class SshHostForm(forms.ModelForm):
                   "username", "private_key", "host_key"]
         widgets = {"host_key": forms.Textarea(attrs={"rows": 3})}
 
-    def clean(self):
-        cleaned = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
         if self.errors:
             return cleaned
         creating = self.instance.pk is None
@@ -49,7 +52,7 @@ class SshHostForm(forms.ModelForm):
         try:
             ssh_hosts.prepare(self.instance, data, creating=creating)
         except InvalidInput as exc:
-            field = FORM_FIELDS.get(exc.extra.get("field"))
+            field = FORM_FIELDS.get(exc.extra["field"])
             message = str(exc.detail).split(": ", 1)[-1]
             raise ValidationError({field: message} if field in self.fields else message) from None
         # The model form copies cleaned values onto the instance next: hand it the normalized ones.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django import forms
 
@@ -21,8 +22,9 @@ class DraftForm(forms.Form):
     note = forms.CharField(required=False, max_length=500, help_text="What changed, for the history.")
     typecheck = typecheck_field()
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         if not take_upload(self, data):
             return data
         if not (data.get("source") or "").strip():

@@ -92,7 +92,7 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
         installation = self._installation(request, installation_id)
         rows = list(installation.versions.order_by("-number"))
         for row in rows:
-            row.not_granted = versions.not_granted(installation, row)
+            row.not_granted = versions.not_granted(installation, row)  # type: ignore[attr-defined]  # for the template beside the row; not a model field
         report = shadow.report(installation.account, installation.pk)
         context = {
             **self.admin_site.each_context(request),

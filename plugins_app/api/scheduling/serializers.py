@@ -50,7 +50,7 @@ class CronJobWriteSerializer(serializers.Serializer):
     enabled = StrictBooleanField(default=True)
 
     def service_fields(self) -> dict:
-        """The validated body as services.cron's model field names (only the fields sent, for PATCH)."""
+        """The validated body as services.scheduling.cron's model field names (only the fields sent, for PATCH)."""
         data = self.validated_data
         names = {"agentId": "agent_id", "kind": "kind", "name": "name", "prompt": "prompt", "enabled": "enabled"}
         fields = {names[key]: value for key, value in data.items() if key in names}
@@ -106,7 +106,7 @@ class CompleteRequestSerializer(serializers.Serializer):
 
 
 class NotificationRequestSerializer(serializers.Serializer):
-    # Types are checked by services.notifications (a JSON true is not 1 second).
+    # Types are checked by services.scheduling.notifications (a JSON true is not 1 second).
     sessionId = serializers.JSONField(help_text="string id")
     message = serializers.JSONField(help_text="string")
     delaySeconds = serializers.JSONField(help_text="a finite number >= 0")

@@ -1,4 +1,4 @@
-"""Cron jobs, their runs and agents' timers: thin views over services.cron and services.notifications."""
+"""Cron jobs, their runs and agents' timers: thin views over services.scheduling's cron and notifications."""
 
 from typing import Any, TypeVar
 

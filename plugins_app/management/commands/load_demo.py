@@ -1,14 +1,16 @@
 """`manage.py load_demo`: the demo account, its admin and auditor logins, plugins and an API key."""
 
 import os
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from accounts import services
-from accounts.models import ApiKey
+from accounts.models import Account, ApiKey
 from plugins_app.models import CancelLog, Installation
+from plugins_app.runtime.environment import Env
 from plugins_app.services.execution.execute import execute_hook
 from plugins_app.services.observability.metering import meter
 from plugins_app.services.plugins import catalog
@@ -45,7 +47,7 @@ SSH_SAMPLE = {"sessionId": "1001", "agentId": "2002", "sshHostId": "3003", "host
               "kind": "command", "command": "rm -rf /", "path": None, "content": None}
 
 
-def _source(example, inline):
+def _source(example: str | None, inline: str) -> str:
     path = EXAMPLES / example if example else None
     return path.read_text() if path is not None and path.is_file() else inline
 
@@ -55,8 +57,8 @@ class Command(BaseCommand):
             "DEMO_PASSWORD, default demo-password), a few plugins, a fresh API key, and some audit rows. "
             "Safe to run again.")
 
-    def handle(self, *args, **options):
-        password = os.environ.get("DEMO_PASSWORD") or "demo-password"
+    def handle(self, *args: Any, **options: Any) -> None:
+        password = Env(os.environ).text("DEMO_PASSWORD") or "demo-password"
         with transaction.atomic():
             account = services.get_or_create_account(ACCOUNT)
             services.add_member(ACCOUNT, ADMIN, "admin", password=password)
@@ -68,7 +70,7 @@ class Command(BaseCommand):
             ApiKey.objects.filter(account=account, name=KEY_NAME).revoke()
             _, raw_key = ApiKey.issue(account, name=KEY_NAME)
 
-        port = os.environ.get("PORT", "8000")
+        port = Env(os.environ).text("PORT", "8000")
         self.stdout.write(self.style.SUCCESS(f"Demo account {ACCOUNT!r} is ready."))
         self.stdout.write(f"  Admin:         http://127.0.0.1:{port}/admin/")
         self.stdout.write(f"  Account admin: {ADMIN} / {password}")
@@ -78,7 +80,7 @@ class Command(BaseCommand):
         self.stdout.write(f"  Try:           curl -s -H 'Authorization: Bearer {raw_key}' "
                           f"http://127.0.0.1:{port}/api/v1/plugins")
 
-    def _install_plugins(self, account):
+    def _install_plugins(self, account: Account) -> list[str]:
         for name, example, inline in CUSTOM:
             if not Installation.objects.filter(account=account, plugin__name=name, plugin__account=account).exists():
                 plugins.install_plugin(account, name=name, source=_source(example, inline),
@@ -90,7 +92,7 @@ class Command(BaseCommand):
         return list(Installation.objects.filter(account=account).order_by("created_at", "id")
                     .values_list("plugin__name", flat=True))
 
-    def _record_a_cancel(self, account):
+    def _record_a_cancel(self, account: Account) -> None:
         """One real execute, so the auditor's cancel log and the usage page are not empty."""
         if CancelLog.objects.filter(account=account).exists():
             return

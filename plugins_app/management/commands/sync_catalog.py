@@ -1,5 +1,7 @@
 """`manage.py sync_catalog`: create or upgrade the official plugins from plugins_app/catalog/."""
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 
 from plugins_app.services.plugins.catalog import sync_catalog
@@ -9,7 +11,7 @@ from plugins_app.services.plugins.settings import ManifestError
 class Command(BaseCommand):
     help = "Create or upgrade the official plugins; installations keep their chain positions."
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             results = sync_catalog()
         except ManifestError as exc:

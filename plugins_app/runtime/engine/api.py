@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Protocol
 
+from plugins_app.runtime.engine.flights import Flights
 from plugins_app.runtime.engine.isolate import Isolate
 from plugins_app.runtime.engine.memory import MemoryBooks
-from plugins_app.runtime.protocol import Job, JsonObject, RunResult, RunState
+from plugins_app.runtime.protocol import Job, JsonObject, RunResult
 
 
 class EngineSide(Protocol):
-    """The engine as run.py and bench.py see it: its isolate, its code cache and the chain in progress."""
+    """The engine as run.py and bench.py see it: its isolate, its code cache and the chains in flight."""
 
-    state: RunState | None         # the chain in progress: host calls are answered in its context
     run_seq: int                   # the latest chain's number (the harness's progress buffer carries it)
-    host_activity: asyncio.Event   # set when a host call is answered: a chain waiting on one looks again
     memory: MemoryBooks            # whose memory the process holds, and the notes their next traces carry
+    isolate: Isolate | None        # the isolate chains start on, once there
 
     async def ready_isolate(self) -> Isolate:
-        """The isolate chains run in (the spare takes the place of a replaced one)."""
+        """The isolate chains start on (the spare takes the place of a replaced one)."""
+        ...
+
+    def flights_for(self, iso: Isolate) -> Flights:
+        """The chains in flight on `iso`, through which a chain starts and is followed."""
         ...
 
     async def replace_isolate(self, why: str = ..., culprit: str | None = None) -> None:
@@ -33,18 +36,6 @@ class EngineSide(Protocol):
     async def load_missing(self, iso: Isolate, account: str, missing: list[str],
                            hashes: dict[str, str]) -> list[str]:
         """Load what the code cache holds into `iso`; the ids it does not hold are returned."""
-        ...
-
-    def lower(self, iso: Isolate) -> None:
-        """A handler is burning CPU on `iso`'s thread: give that thread the lowest nice value."""
-        ...
-
-    def held_long(self, iso: Isolate) -> None:
-        """A handler has held `iso` past HOLD_SECONDS: demote its thread, send its account's calls back."""
-        ...
-
-    def restore(self, iso: Isolate) -> bool:
-        """Give a demoted isolate thread its priority back; False if the system won't allow it."""
         ...
 
     async def run(self, job: Job) -> RunResult:

@@ -9,12 +9,16 @@ import hashlib
 import json
 from typing import cast
 
-from py_mini_racer import MiniRacer
-from py_mini_racer._exc import JSEvalException, JSOOMException
-
 from plugins_app.runtime import positions
 from plugins_app.runtime.engine import jsassets
-from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost
+from plugins_app.runtime.engine.isolate import (
+    LOAD_TIMEOUT_SECONDS,
+    Isolate,
+    IsolateLost,
+    JSEvalException,
+    JSOOMException,
+    MiniRacer,
+)
 from plugins_app.runtime.protocol import JsonObject, Limits
 from plugins_app.runtime.tables.error_hints import explain
 from plugins_app.runtime.tables.sdk_types import middleware_d_ts
@@ -110,7 +114,7 @@ class Compiler:
     async def _probe(self, transpiled: JsonObject) -> JsonObject:
         code = transpiled["code"]
         if self.probe is None:
-            self.probe = await Isolate(self.memory_mb, self.limits, _no_host).start()
+            self.probe = await Isolate(self.memory_mb, self.limits).start()
         probe_id = "probe-" + hashlib.sha256(code.encode()).hexdigest()[:16]
         try:
             installation = json.dumps(["probe", probe_id, "probe", code, {}])
@@ -138,9 +142,6 @@ class Compiler:
         if probe is not None:
             await probe.close()   # closing stops runaway work too
 
-
-async def _no_host(raw: str) -> str:
-    return json.dumps({"ok": False, "value": None, "error": "host members are not available at load time"})
 
 
 def with_source_map(transpiled: JsonObject) -> str:

@@ -9,32 +9,42 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from typing import cast
 
-from py_mini_racer import JSFunction, JSMappedObject, MiniRacer, PythonJSConvertedTypes
-from py_mini_racer._exc import JSOOMException
+# mini-racer is imported here and in v8_queue.py only; the other engine modules take its types from here.
+from py_mini_racer import JSEvalException as JSEvalException
+from py_mini_racer import JSFunction as JSFunction
+from py_mini_racer import JSOOMException as JSOOMException
+from py_mini_racer import MiniRacer as MiniRacer
+from py_mini_racer import PythonJSConvertedTypes
 
 from plugins_app.runtime import wire
 from plugins_app.runtime.engine import jsassets
 from plugins_app.runtime.engine.v8_queue import EvalQueue
 from plugins_app.runtime.protocol import HandlerRef, JsonObject, Limits
 from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.tables.members import harness_members_json
 
-_HEADER = struct.Struct("<4id")   # the harness's progress header: seq, index, checkpoint length/index, started
+# The harness's progress header: the entered invocation's run seq and handler index, the checkpoint's
+# length, handler index and run seq, padding, and when that invocation entered the isolate.
+_HEADER = struct.Struct("<6id")
 CLOSE_TIMEOUT_SECONDS = 5.0
 LOAD_TIMEOUT_SECONDS = 1.0   # loading one installation's code (its top level must finish by then)
 
 
 class IsolateLost(Exception):
-    """The isolate had to be given up while a handler ran: `kind` is a CrashKind value."""
+    """The isolate had to be given up: `kind` is a CrashKind value. For the chain whose handler cost
+    it, `culprit` is True and `index`/`checkpoint` say where it was; chains parked beside it are
+    bystanders (`culprit` False)."""
 
-    def __init__(self, kind: str, *, cpu_ms: int | None = None):
+    def __init__(self, kind: str, *, culprit: bool = True, cpu_ms: int | None = None):
         super().__init__(kind)
         self.kind = kind
-        self.cpu_ms = cpu_ms   # set when the handler was stopped for its CPU, not its wall-clock time
-        self.index = 0                      # the handler of the batch that was running
-        self.checkpoint: JsonObject | None = None  # the chain's {context, trace} before it
+        self.culprit = culprit
+        self.cpu_ms = cpu_ms
+        self.index = 0
+        self.checkpoint: JsonObject | None = None
+        self.host_calls = 0
 
 
 class LoadCostIsolate(Exception):
@@ -61,10 +71,9 @@ def hook_table_json() -> str:
 class Isolate:
     """SES's lockdown() and the harness, loaded once; each account's installations get compartments."""
 
-    def __init__(self, memory_mb: int, limits: Limits, host_call: Callable[[str], Awaitable[str]]):
+    def __init__(self, memory_mb: int, limits: Limits):
         self.memory_mb = memory_mb
         self.limits = limits
-        self.host_call = host_call
         self.mr: MiniRacer | None = None
         self.queue: EvalQueue | None = None
         self.stack = contextlib.AsyncExitStack()
@@ -72,6 +81,7 @@ class Isolate:
         self.run_chain_fn: JSFunction | None = None   # __hub.run
         self.poll_fn: JSFunction | None = None        # __hub.poll
         self.load_fn: JSFunction | None = None        # __hub.load
+        self.entries: dict[str, JSFunction] = {}      # __hub.reply, fire, expire, abandon: ways back into a chain
         self.loaded: dict[str, str] = {}   # "account/installation" -> code hash held here
 
     async def start(self) -> Isolate:
@@ -88,18 +98,18 @@ class Isolate:
             "lockdown({errorTaming: 'unsafe', stackFiltering: 'verbose', overrideTaming: 'severe',"
             " consoleTaming: 'unsafe', localeTaming: 'unsafe'}); 1", 10)
         await self.eval(jsassets.web_polyfills_source(), 10)
-        py = await self.stack.enter_async_context(self.mr.wrap_py_function(self.host_call))
-        glob = cast(JSMappedObject, await self.mr.eval_cancelable("globalThis"))
-        glob["__py"] = py
         await self.eval(jsassets.harness_source(), 10)
         seed = json.dumps(os.urandom(32).hex())   # the isolate's entropy: V8 inside SES has none
-        await self.eval(f"__hub.init({json.dumps(hook_table_json())}, {json.dumps(self.limits.as_json())}, {seed}); 1", 5)
+        await self.eval(f"__hub.init({json.dumps(hook_table_json())}, {json.dumps(self.limits.as_json())}, {seed},"
+                        f" {json.dumps(harness_members_json())}); 1", 5)
         self._progress = cast(memoryview, await self.eval("__hub.progressBuffer", 5))
         # Chains start and are read by calls, not by evaluating source: a chain's request would
         # make every start a new script to compile.
         self.run_chain_fn = cast(JSFunction, await self.eval("__hub.run", 5))
         self.load_fn = cast(JSFunction, await self.eval("__hub.load", 5))
         self.poll_fn = cast(JSFunction, await self.eval("__hub.poll", 5))
+        for name in ("reply", "fire", "expire", "abandon"):
+            self.entries[name] = cast(JSFunction, await self.eval(f"__hub.{name}", 5))
         self.queue.prepare_calls(await self.eval("[]", 5))
         assert self.queue.thread_id is not None, "the evaluations above called back from the isolate's thread"
         return self
@@ -117,16 +127,18 @@ class Isolate:
             raise IsolateLost("memory") from None
 
     def progress(self) -> tuple[int, int, float]:
-        """(run seq, index of the handler running, when it started in ms since the epoch)."""
+        """(run seq, handler index) of the invocation that entered the isolate last, and when it
+        entered, in ms since the epoch: while the isolate's thread is busy, the one holding it."""
         assert self._progress is not None, "read while the isolate is open"
-        seq, index, _, _, started = _HEADER.unpack_from(self._progress, 0)
-        return seq, index, started
+        seq, index, _, _, _, _, entered = _HEADER.unpack_from(self._progress, 0)
+        return seq, index, entered
 
-    def checkpoint(self, index: int) -> JsonObject | None:
-        """The chain's {context, trace} just before handler `index` started, if the harness kept it."""
+    def checkpoint(self, seq: int, index: int) -> JsonObject | None:
+        """Chain `seq`'s {context, trace} just before its handler `index` started, if the harness
+        still holds it (it keeps the latest chain's to start a handler)."""
         assert self._progress is not None, "read while the isolate is open"
-        _, _, length, before, _ = _HEADER.unpack_from(self._progress, 0)
-        if before != index or length < 0:
+        _, _, length, before, owner, _, _ = _HEADER.unpack_from(self._progress, 0)
+        if before != index or owner != seq or length < 0:
             return None
         raw = bytes(self._progress[_HEADER.size:_HEADER.size + 2 * length])
         kept: JsonObject = wire.loads(raw.decode("utf-16-le", "surrogatepass"))
@@ -163,8 +175,8 @@ class Isolate:
         return int(stats.get("used_heap_size", 0)) if isinstance(stats, dict) else 0
 
     def cpu_seconds(self) -> float:
-        """CPU time the isolate's thread has used: what a handler spends there, in its body, its
-        timers or its microtasks, is charged to the invocation running (one at a time)."""
+        """CPU time the isolate's thread has used (each turn's is charged to the invocation that
+        entered for it: engine/flights.py)."""
         thread = self.queue.thread_id if self.queue is not None else None
         if thread is None:
             return 0.0

@@ -36,8 +36,9 @@ REPLACED = "its module state was lost: its engine's isolate was replaced ({why})
 
 
 class MemoryBooks:
-    """Kept by one engine process. Chains run one at a time, so what the process grew or shrank by
-    across a chain is put down to that chain's handlers, floored at zero; after a chain that grew it
+    """Kept by one engine process. What the process grew or shrank by across a chain is put down to
+    that chain's handlers (chains interleave, so the share also holds what others grew it by meanwhile:
+    the ranking only orders the search), floored at zero; after a chain that grew it
     a lot, only what survives a full collection. What a handler keeps adds up, what it only uses
     does not: the installation that holds the memory ranks first. The ranking only orders the
     search; dropping a compartment and measuring what came back is what charges."""

@@ -9,28 +9,32 @@ import os
 import socket
 import sys
 import time
-from collections import OrderedDict, deque
-from collections.abc import Iterator, Mapping
+from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 import uvloop
-from py_mini_racer._exc import JSOOMException
 
 from plugins_app.runtime import protocol, wire
-from plugins_app.runtime.config import DEFAULT_ENGINE_MEMORY_MB
+from plugins_app.runtime.config import DEFAULT_ENGINE_MEMORY_MB, DEFAULT_MAX_FLIGHTS, EngineConfig
 from plugins_app.runtime.engine.bench import bench
 from plugins_app.runtime.engine.board import Board
+from plugins_app.runtime.engine.code_cache import CodeCache
 from plugins_app.runtime.engine.compiler import Compiler
-from plugins_app.runtime.engine.isolate import LOAD_TIMEOUT_SECONDS, Isolate, IsolateLost, LoadCostIsolate
+from plugins_app.runtime.engine.flights import BUSY_SECONDS, Flight, Flights, HostWait
+from plugins_app.runtime.engine.isolate import (
+    LOAD_TIMEOUT_SECONDS,
+    Isolate,
+    IsolateLost,
+    JSOOMException,
+    LoadCostIsolate,
+)
 from plugins_app.runtime.engine.memory import MAX_DROPS, MemoryBooks
-from plugins_app.runtime.engine.run import DEMOTED_NICE, run_chain, start_attempt
+from plugins_app.runtime.engine.run import DEMOTED_NICE, run_chain, start_now
 from plugins_app.runtime.launch import EngineArgs
-from plugins_app.runtime.protocol import CrashKind, Job, JsonObject, Op, RunResult, RunState
-from plugins_app.runtime.tables.members import UNCHARGED_MEMBERS
+from plugins_app.runtime.protocol import CrashKind, Job, JsonObject, Op, RunResult
 
-BUSY_SECONDS = 0.02          # a chain holding the isolate longer than this sends newcomers elsewhere
 MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewhere
-CODE_CACHE_BYTES = 128 * 1024 * 1024
 
 
 class Client:
@@ -50,37 +54,37 @@ class Client:
 
 
 class Engine:
-    """Implements engine/api.py's EngineSide, which run.py and bench.py are given."""
+    """Implements engine/api.py's EngineSide, which run.py and bench.py are given. Chains run many at
+    a time on one isolate (engine/flights.py): one parked at an await costs the engine nothing."""
 
     def __init__(self, memory_mb: int, limits: protocol.Limits, spare: bool = True, nice: int = 0,
-                 engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB, board: Board | None = None):
+                 engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB, board: Board | None = None,
+                 max_flights: int = DEFAULT_MAX_FLIGHTS):
         self.memory_mb = memory_mb
         self.board = board   # a shared engine's seat among the others; the lane and private engines have none
         self.memory = MemoryBooks(engine_memory_mb, memory_mb)
-        # Memory is being counted or looked for between chains: a newcomer waits in the queue (a
-        # collection takes tens of milliseconds) rather than going to an engine that lacks its state.
+        # Memory is being counted or looked for: newcomers wait in the queue (a collection takes tens
+        # of milliseconds) rather than going to an engine that lacks their state.
         self.relieving = False
         self.limits = limits
         self.keep_spare = spare
+        self.max_flights = max_flights   # chains in progress at once; past it requests queue
         self.isolate: Isolate | None = None
+        self.flights: Flights | None = None   # the chains in flight on self.isolate
         self.spare: asyncio.Task[Isolate] | None = None
-        self.jobs: deque[Job] = deque()
+        self.jobs: deque[Job] = deque()   # requests waiting for a place among the chains in flight
         self.jobs_ready = asyncio.Event()
-        self._running: Job | None = None
-        self.state: RunState | None = None
-        self.code: OrderedDict[str, JsonObject] = OrderedDict()   # "account/id" -> {"hash", "code", "config"}
-        self.code_bytes = 0
-        self.host_waiters: dict[int, asyncio.Future[JsonObject]] = {}   # host calls awaiting their HOST_REPLY
-        self.host_activity = asyncio.Event()
+        self.active = 0   # requests being served (loading or in flight)
+        self.serving: set[asyncio.Task[None]] = set()
+        self.code = CodeCache()
+        self.host_waiters: dict[int, tuple[Flights, HostWait]] = {}   # host calls awaiting their HOST_REPLY
         self.next_call = 0
         self.run_seq = 0
-        self.arrival_starts = 0   # chains started the moment they arrived (see _start_on_arrival)
         self.compiles = 0         # compile requests served (a supervisor's compiler engine takes them all)
         self.replaced = 0
         # Handlers whose compartment this engine's isolate lacked, and of those, the ones whose
         # code its cache lacked too (the web process is asked for them): read through status().
         self.misses = {"compartmentMisses": 0, "codeCacheMisses": 0}
-        self._bounce_timer: asyncio.TimerHandle | None = None
         self.only_client: Client | None = None   # a private engine's one connection
         # A lane engine runs JavaScript at a lower priority, but only on its isolates' threads: the
         # thread that watches budgets and answers must keep its time on a busy machine.
@@ -88,20 +92,16 @@ class Engine:
         self.base_nice = min(os.getpriority(os.PRIO_PROCESS, 0) + nice, DEMOTED_NICE)
         self.compiler = Compiler(memory_mb, limits)
         self._closing: set[asyncio.Task[None]] = set()   # replaced isolates still being closed
+        self._becoming: asyncio.Task[None] | None = None   # the isolate being put in place
 
-    @property
-    def running(self) -> Job | None:
-        """The chain holding the isolate; the board shows its account to the other shared engines."""
-        return self._running
-
-    @running.setter
-    def running(self, job: Job | None) -> None:
-        self._running = job
+    def held_by(self, account: str | None) -> None:
+        """A turn of `account` holds the isolate's thread past BUSY_SECONDS (None: it ended); the
+        board shows it to the other shared engines."""
         if self.board is not None:
-            if job is None:
+            if account is None:
                 self.board.release()
             else:
-                self.board.hold(str(job.message.get("account")))
+                self.board.hold(account)
 
     # -- connections ---------------------------------------------------------------------------
     def listen(self, listener: socket.socket) -> None:
@@ -127,8 +127,8 @@ class Engine:
         with contextlib.suppress(Exception):
             asyncio.get_running_loop().remove_reader(client.conn.fileno())
         client.conn.close()
-        # A chain started on arrival runs on (its answer goes nowhere): the work loop must take its result.
-        self.jobs = deque(j for j in self.jobs if j.client is not client or j.started_state is not None)
+        # Its chains in flight run on (their answers go nowhere); those still waiting never start.
+        self.jobs = deque(j for j in self.jobs if j.client is not client)
 
     def _readable(self, client: Client) -> None:
         while True:
@@ -146,12 +146,12 @@ class Engine:
     def _handle(self, client: Client, message: Any) -> None:   # a decoded frame: a dict, if well formed
         op = message.get("op")
         if op == Op.HOST_REPLY.value:
-            waiter = self.host_waiters.pop(message.get("call"), None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(message)
+            waiting = self.host_waiters.pop(message.get("call"), None)
+            if waiting is not None:
+                flights, wait = waiting
+                flights.host_replied(wait, message)
         elif op == Op.PING.value:
-            with self._books_kept():   # the status tells what runs, not what awaits its books
-                client.send(protocol.result(message.get("id"), **self.status()))
+            client.send(protocol.result(message.get("id"), **self.status()))
         elif op == Op.COMPILE.value:
             asyncio.get_running_loop().create_task(self._compile(client, message))
         elif op == Op.UNLOAD.value:
@@ -171,8 +171,7 @@ class Engine:
         keys = [f"{account}/{inst_id}" for inst_id in ids]
         for key in keys:
             self.memory.forget(key)
-            if (item := self.code.pop(key, None)) is not None:
-                self.code_bytes -= len(item["code"])
+            self.code.forget(key)
         iso = self.isolate
         held = [key.split("/", 1)[1] for key in keys if iso is not None and key in iso.loaded]
         if iso is not None and held:
@@ -183,116 +182,96 @@ class Engine:
         return {"unloaded": len(held)}
 
     def status(self) -> JsonObject:
-        iso = self.isolate
+        iso, flights = self.isolate, self.flights
+        holder = flights.holding() if flights is not None else None
         return {"pong": True, "pid": os.getpid(), "replaced": self.replaced, "rssBytes": self.memory.rss(),
                 "memoryCharged": self.memory.charged,
                 "accounts": sorted({key.split("/", 1)[0] for key in iso.loaded}) if iso else [],
                 "compartments": len(iso.loaded) if iso else 0, "queued": len(self.jobs),
-                "running": self.running.message.get("account") if self.running else None,
-                "holding": self.state.holder if self.state else None, "busy": self._busy(),
-                "chainStarts": self.run_seq, "startsOnArrival": self.arrival_starts, "compiles": self.compiles,
+                "inFlight": len(flights.flights) if flights is not None else 0,
+                "running": flights.held_account if flights is not None else None,
+                "holding": holder.holder if holder is not None else None, "busy": self._busy(),
+                "chainStarts": self.run_seq, "compiles": self.compiles,
                 **self.misses}
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
     def _admit(self, client: Client, message: JsonObject) -> None:
-        with self._books_kept():
-            job = Job(client, message)
-            if self._holder_for(job) or (not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED)):
-                self._refuse(job)
-                return
-            if not message.get("wait") and self._held_elsewhere(job):
-                job.client.send(protocol.result(message.get("id"), busy=True, lane=True, elsewhere=True))
-                return
-            self.jobs.append(job)
-            if not (len(self.jobs) == 1 and self.running is None and self._start_on_arrival(job)):
-                _say(job, Op.QUEUED)
-                self.jobs_ready.set()
-
-    def _start_on_arrival(self, job: Job) -> bool:
-        """Starts a warm chain the moment it reaches an idle engine, and lets the work loop sleep
-        until the chain needs it: not at all when the chain answers early (_books_kept keeps
-        its books). Otherwise the isolate's thread waits for the loop's bookkeeping (its first
-        callback needs the GIL), and the web process waits for both. The loop still looks at the
-        chain within BUSY_SECONDS, to watch its budget."""
-        iso = self.isolate
-        message = job.message
-        if message.get("op") != Op.RUN.value or message.get("code") or iso is None or iso.queue is None:
-            return False
-        try:
-            handlers = message["handlers"]
-            if self.relieving or self.memory.due() or iso.lacking(message["account"], handlers) or \
-                    self.memory.pending(message["account"], (h["id"] for h in handlers)):
-                return False
-            job.started_state = start_attempt(self, iso, job, handlers, message["context"], early=True)
-        except (KeyError, TypeError):   # malformed: the work loop answers it as a fault
-            return False
-        job.started = time.monotonic()
-        self.running = job
-        self.arrival_starts += 1
-        iso.queue.wake_with(self.jobs_ready.set, quiet_after_early=True)
-        job.watch = asyncio.get_running_loop().call_later(BUSY_SECONDS, self.jobs_ready.set)
-        return True
-
-    @contextlib.contextmanager
-    def _books_kept(self) -> Iterator[None]:
-        """Keeps the books of a chain started on arrival that settled early (v8_queue), then runs
-        the body: the isolate's thread did not wake the loop for them, so the next chain or status
-        request to arrive does (or, if none comes first, the work loop when the chain's BUSY_SECONDS
-        timer wakes it). The settled value is taken after the body (its handles take a call into
-        mini-racer each to free, which a newcomer's start need not wait for), before the loop runs."""
-        job, iso = self.running, self.isolate
-        if (job is None or job.started_state is None or iso is None or iso.queue is None
-                or not iso.queue.settled_early()):
-            yield
+        job = Job(client, message)
+        if self._holder_for(job) or (not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED)):
+            self._refuse(job)
             return
-        queue = iso.queue
-        queue.wake_with(None)
-        if job.watch is not None:
-            job.watch.cancel()
-        if self.state is job.started_state:
-            self.state = None
-        job.started_state = None
-        self.jobs.remove(job)
-        self.running = None
-        self.chain_ended(job)
+        if not message.get("wait") and self._held_elsewhere(job):
+            job.client.send(protocol.result(message.get("id"), busy=True, lane=True, elsewhere=True))
+            return
+        if not self.jobs and self._room():
+            self._serve(job)   # at once: no frame on the fast path, its caller counts it as started
+            return
+        self.jobs.append(job)
+        _say(job, Op.QUEUED)
+        self.jobs_ready.set()
+
+    def _room(self) -> bool:
+        """Whether a chain may start now: a place among the chains in flight, and no turn holding the
+        isolate's thread (a chain posted behind one would count as started, and an engine that died
+        meanwhile would fail it open rather than have it sent again)."""
+        flights = self.flights
+        in_flight = len(flights.flights) if flights is not None else 0
+        return (self.active < self.max_flights and not self.relieving and not self.memory.due()
+                and self.active == in_flight   # none started but not yet posted (loading its code, say)
+                and (flights is None or flights.idle()))
+
+    def turn_ended(self) -> None:
+        """A turn of the isolate's thread ended: requests waiting in line may start."""
+        if self.jobs:
+            self.jobs_ready.set()
+
+    def _serve(self, job: Job) -> None:
+        job.started = time.monotonic()
+        self.active += 1
+        started = start_now(self, job)
+        task = asyncio.get_running_loop().create_task(self._answer(job, started))
+        self.serving.add(task)
+        task.add_done_callback(self.serving.discard)
+
+    async def _answer(self, job: Job, started: Flight | None) -> None:
         try:
-            yield
+            reply = await self._execute(job, started)
+        except Exception as exc:  # a fault here must cost one request, never the engine
+            logging.getLogger(__name__).exception("engine request failed")
+            reply = {"fatal": f"{type(exc).__name__}"}
         finally:
-            queue.take_ready()
+            self.active -= 1
+            self.chain_ended(job)
+            self.jobs_ready.set()
+        if reply is not None:
+            job.client.send(protocol.result(job.message.get("id"), **reply))
 
     def _busy(self) -> bool:
-        """Whether a chain holds the isolate past BUSY_SECONDS. One whose answer the isolate's thread
-        has sent does not: the caller may well be back with its next call before this loop has
-        kept its books, and sending that call elsewhere (or, being the same account's, to the
-        lane) would leave it waiting behind whatever runs there."""
-        running = self.running
-        return running is not None and not self._answered() and time.monotonic() - running.started > BUSY_SECONDS
-
-    def _answered(self) -> bool:
-        """Whether the running chain's answer went out from the isolate's thread: only books are left."""
-        iso = self.isolate
-        return iso is not None and iso.queue is not None and iso.queue.answered_early()
+        """Whether one turn has held the isolate's thread past BUSY_SECONDS (chains parked at an await
+        don't make an engine busy), or it has as many chains in flight as it takes."""
+        flights = self.flights
+        return (flights is not None and flights.busy()) or self.active >= self.max_flights
 
     def _holder_for(self, job: Job) -> str | None:
         """The handler of `job`'s chain that is holding this isolate far too long in another call
         of the same account: that call must not wait behind it, nor run it a second time."""
-        state = self.state
-        if state is None or state.holder is None or job.message.get("account") != state.job.message.get("account"):
+        holder = self.flights.holding() if self.flights is not None else None
+        if holder is None or job.message.get("account") != holder.account:
             return None
         wanted = {h.get("id") for h in job.message.get("handlers") or [] if isinstance(h, dict)}
-        return state.holder if state.holder in wanted else None
+        return holder.holder if holder.holder in wanted else None
 
     def _held_elsewhere(self, job: Job) -> bool:
         """Whether another shared engine has been busy with this account's chain past BUSY_SECONDS:
         this call then goes to the lane, as it would from that engine, rather than taking a second
-        shared engine (an account calling from many connections, each call asleep for seconds,
-        would otherwise hold them all, and every other account would queue behind its sleeps)."""
+        shared engine (an account calling from many connections, each call computing for seconds,
+        would otherwise hold them all, and every other account would queue behind it)."""
         return self.board is not None and self.board.held_elsewhere(str(job.message.get("account")), BUSY_SECONDS)
 
     def _refuse(self, job: Job) -> None:
-        running = self.running.message.get("account") if self.running else None
+        flights = self.flights
         job.client.send(protocol.result(job.message.get("id"), busy=True, holder=self._holder_for(job),
-                                        lane=running is not None and job.message.get("account") == running))
+                                        lane=flights is not None and job.message.get("account") == flights.held_account))
 
     def lower(self, iso: Isolate) -> None:
         self._set_priority(iso, DEMOTED_NICE, idle=False)
@@ -328,54 +307,27 @@ class Engine:
         except (PermissionError, ProcessLookupError):
             return False
 
-    def _bounce_waiting(self) -> None:
-        if self.running is not None and self._answered():
-            return   # the loop is only behind on its books: the queue moves on in a moment
-        keep: deque[Job] = deque()
-        for job in self.jobs:
-            if job.message.get("wait"):
-                keep.append(job)
-            else:
-                self._refuse(job)
-        self.jobs = keep
-
     async def work(self) -> None:
+        """Starts waiting requests as places among the chains in flight free up, and keeps the memory
+        books (a relief runs while chains are parked: only their compartments are left alone)."""
         while True:
-            if self.memory.due() and self.running is None:   # before the next chain, never during one
+            if self.memory.due() and not self.relieving:
                 await self.relieve_memory()
                 continue
-            if not self.jobs:
+            if not self.jobs or not self._room():
                 self.jobs_ready.clear()
+                # A turn of the thread ends with an answer (turn_ended); the rest wake this too.
                 await self.jobs_ready.wait()
                 continue
             job = self.jobs.popleft()
-            if job.started_state is None:
-                job.started = time.monotonic()
-                self.running = job
-                _say(job, Op.STARTED)   # it was queued: its caller must know it runs now
-            elif job.watch is not None:   # started on arrival, and running since
-                job.watch.cancel()
-                if self.isolate is not None and self.isolate.queue is not None:
-                    self.isolate.queue.wake_with(None)
-            self._bounce_timer = asyncio.get_running_loop().call_later(
-                max(0.0, BUSY_SECONDS - (time.monotonic() - job.started)), self._bounce_waiting)
-            try:
-                reply = await self._execute(job)
-            except Exception as exc:  # a fault here must cost one request, never the engine
-                logging.getLogger(__name__).exception("engine request failed")
-                reply = {"fatal": f"{type(exc).__name__}"}
-            finally:
-                self._bounce_timer.cancel()
-                self.running = None
-                self.chain_ended(job)
-            if reply is not None:
-                job.client.send(protocol.result(job.message.get("id"), **reply))
+            _say(job, Op.STARTED)   # it was queued: its caller must know it runs now
+            self._serve(job)
 
-    async def _execute(self, job: Job) -> Mapping[str, Any] | None:
+    async def _execute(self, job: Job, started: Flight | None = None) -> Mapping[str, Any] | None:
         try:
             if job.message["op"] == Op.BENCH.value:
                 return await bench(self, job)
-            reply = await self.run(job)
+            reply = await run_chain(self, job, started)
             return None if reply.get("answeredEarly") else reply
         except IsolateLost as lost:   # lost outside a handler (loading code): nobody to blame
             await self.replace_isolate()
@@ -390,18 +342,34 @@ class Engine:
 
     # -- isolates ------------------------------------------------------------------------------
     async def new_isolate(self) -> Isolate:
-        iso = await Isolate(self.memory_mb, self.limits, self.host_call).start()
+        iso = await Isolate(self.memory_mb, self.limits).start()
         self.memory.rebase()   # what an isolate's start grew the process by is nobody's plugin
         if self.lowered:
             self._set_priority(iso, self.base_nice, idle=False)
         return iso
 
     async def ready_isolate(self) -> Isolate:
-        if self.isolate is None:
-            self.isolate = await (self.spare if self.spare is not None else self.new_isolate())
-            self.spare = None
-            self._start_spare()
+        """The isolate chains start on (the spare takes the place of a replaced one); every chain
+        that asks meanwhile waits for the same one."""
+        while self.isolate is None:
+            if self._becoming is None:
+                self._becoming = asyncio.get_running_loop().create_task(self._become())
+            await asyncio.shield(self._becoming)
         return self.isolate
+
+    async def _become(self) -> None:
+        try:
+            iso = await (self.spare if self.spare is not None else self.new_isolate())
+            self.spare = None
+            self.isolate, self.flights = iso, Flights(iso, self)
+            self._start_spare()
+        finally:
+            self._becoming = None
+
+    def flights_for(self, iso: Isolate) -> Flights:
+        """The chains in flight on `iso` (the current isolate)."""
+        assert iso is self.isolate and self.flights is not None, "chains start on the current isolate"
+        return self.flights
 
     def _start_spare(self) -> None:
         if self.keep_spare and self.spare is None:
@@ -412,7 +380,10 @@ class Engine:
         every account's compartments come back from the code cache on their next call, and each
         installation's next trace says its state was lost, and why."""
         old, self.isolate = self.isolate, None
+        flights, self.flights = self.flights, None
         self.replaced += 1
+        if flights is not None:   # chains parked in it (when it was not their own turn that cost it)
+            flights.fail_all(CrashKind.CRASHED.value)
         if old is not None:
             self.memory.lost([key for key in old.loaded if key != culprit], why)
             # Closed in the background: the caller's answer must not wait for the old isolate's
@@ -421,6 +392,16 @@ class Engine:
             self._closing.add(closing)
             closing.add_done_callback(self._closing.discard)
         await self.ready_isolate()
+
+    def isolate_lost(self, iso: Isolate, kind: str, culprit: str | None) -> None:
+        """Flights found the isolate must go (memory, or a turn that would not stop): replace it."""
+        if iso is not self.isolate:
+            return
+        why = {CrashKind.WEDGED.value: "never yielded", CrashKind.MEMORY.value: "ran out of memory"}.get(kind, "broke it")
+        task = asyncio.get_running_loop().create_task(
+            self.replace_isolate(f"a handler of another installation {why}", culprit=culprit))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     @staticmethod
     async def _close(iso: Isolate) -> None:
@@ -464,7 +445,7 @@ class Engine:
                 await iso.collect()
                 heap = await iso.heap_used()
             for _ in range(MAX_DROPS):
-                key = self.memory.biggest(iso.loaded) if self.memory.pressed(heap) else None
+                key = self.memory.biggest(self._droppable(iso)) if self.memory.pressed(heap) else None
                 if key is None:
                     break
                 rss_before, heap_before = self.memory.rss(), heap
@@ -477,18 +458,15 @@ class Engine:
         finally:
             self.relieving = False
 
+    def _droppable(self, iso: Isolate) -> dict[str, str]:
+        """The compartments a relief may drop: not those of chains in flight (they run on with them)."""
+        flights = self.flights.flights.values() if self.flights is not None else ()
+        busy = {f"{f.account}/{h}" for f in flights for h in f.handler_ids}
+        return {key: code_hash for key, code_hash in iso.loaded.items() if key not in busy}
+
     # -- code ------------------------------------------------------------------------------------
     def remember(self, account: str, code: dict[str, JsonObject]) -> None:
-        for inst_id, item in code.items():
-            key = f"{account}/{inst_id}"
-            old = self.code.pop(key, None)
-            if old is not None:
-                self.code_bytes -= len(old["code"])
-            self.code[key] = item
-            self.code_bytes += len(item["code"])
-        while self.code_bytes > CODE_CACHE_BYTES and len(self.code) > 1:
-            _, dropped = self.code.popitem(last=False)
-            self.code_bytes -= len(dropped["code"])
+        self.code.remember(account, code)
 
     async def load_missing(self, iso: Isolate, account: str, missing: list[str],
                            hashes: dict[str, str]) -> list[str]:
@@ -496,22 +474,21 @@ class Engine:
         absent = []
         self.misses["compartmentMisses"] += len(missing)
         for inst_id in missing:
-            item = self.code.get(f"{account}/{inst_id}")
-            if item is None or item["hash"] != hashes.get(inst_id):
+            item = self.code.get(f"{account}/{inst_id}", hashes.get(inst_id))
+            if item is None:
                 absent.append(inst_id)
                 self.misses["codeCacheMisses"] += 1
                 continue
-            self.code.move_to_end(f"{account}/{inst_id}")
-            queue = iso.queue
-            assert queue is not None and iso.load_fn is not None, "a started isolate has its queue and harness"
-            queue.post_call(iso.load_fn, wire.dumps(
+            assert iso.load_fn is not None, "a started isolate has its harness"
+            loaded = self.flights_for(iso).evaluate(iso.load_fn, wire.dumps(
                 [account, inst_id, item["hash"], item["code"], item.get("config") or {}]).decode())
-            if not await queue.wait(LOAD_TIMEOUT_SECONDS):
+            try:
+                async with asyncio.timeout(LOAD_TIMEOUT_SECONDS):
+                    await asyncio.shield(loaded)   # raises what the load threw
+            except TimeoutError:
                 # Its top level still runs on the isolate's thread: the caller replaces the isolate.
                 raise LoadCostIsolate(CrashKind.WEDGED.value, inst_id,
-                                      f"its top-level code did not finish within {LOAD_TIMEOUT_SECONDS:g} s")
-            try:
-                queue.take_ready()   # raises what the load threw
+                                      f"its top-level code did not finish within {LOAD_TIMEOUT_SECONDS:g} s") from None
             except JSOOMException:
                 raise LoadCostIsolate(CrashKind.MEMORY.value, inst_id,
                                       "its top-level code exceeded the isolate's memory limit") from None
@@ -523,34 +500,16 @@ class Engine:
         return await run_chain(self, job)
 
     # -- host calls from JS ------------------------------------------------------------------------
-    async def host_call(self, raw: str) -> str:
-        request = wire.loads(raw)
-        state = self.state
-        if state is None or request.get("run") != state.seq:
-            # Fired without being awaited, and its chain ended before the call was served: the
-            # next chain's host must not answer it in that chain's context.
-            return wire.dumps({"ok": False, "value": None,
-                               "error": f"host.{request.get('member')}: the chain that called it is over"}).decode()
+    def host_call(self, flight: Flight, item: JsonObject, wait: HostWait) -> None:
+        """Sends a handler's host call to the web process whose request the chain answers; its
+        HOST_REPLY goes back to the chain through its Flights."""
         self.next_call += 1
         call = self.next_call
-        waiter = asyncio.get_running_loop().create_future()
-        self.host_waiters[call] = waiter
-        uncharged = request.get("member") in UNCHARGED_MEMBERS
-        started = time.monotonic()
-        if uncharged:
-            state.uncharged_inflight += 1
-        state.job.client.send({"op": Op.HOST.value, "id": state.job.message.get("id"), "call": call,
-                               "handler": request.get("handler"),
-                               "member": request.get("member"), "args": request.get("args", [])})
-        try:
-            reply = await waiter
-        finally:
-            if uncharged:
-                state.uncharged_inflight -= 1
-                state.uncharged_seconds += time.monotonic() - started
-        self.host_activity.set()
-        return wire.dumps({"ok": reply.get("ok", False), "value": reply.get("value"),
-                           "error": reply.get("error")}).decode()
+        assert self.flights is not None
+        self.host_waiters[call] = (self.flights, wait)
+        flight.job.client.send({"op": Op.HOST.value, "id": flight.job.message.get("id"), "call": call,
+                                "handler": item.get("handler"), "member": item.get("member"),
+                                "args": item.get("args", [])})
 
 
 def _say(job: Job, op: Op) -> None:
@@ -578,7 +537,8 @@ def main() -> None:
     args = EngineArgs.parse(sys.argv[1:])
     seat = Board(args.board, args.seat) if args.board is not None and args.seat is not None else None
     engine = Engine(args.memory_mb, protocol.DEFAULT_LIMITS, spare=args.spare, nice=args.nice,
-                    engine_memory_mb=args.engine_memory_mb, board=seat)
+                    engine_memory_mb=args.engine_memory_mb, board=seat,
+                    max_flights=EngineConfig.from_env(os.environ).max_flights)
     listener = socket.socket(fileno=args.listen) if args.listen is not None else None
     conn = wire.Frames(args.conn) if args.conn is not None else None
     if conn is not None:

@@ -18,7 +18,6 @@ from plugins_app.runtime.config import (
     DEFAULT_ISOLATE_MEMORY_MB,
     ConfigError,
     EngineConfig,
-    shared_engines_for,
 )
 from plugins_app.runtime.engine import board
 from plugins_app.runtime.launch import EngineArgs
@@ -148,7 +147,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("directory")
     try:
-        config = EngineConfig.from_env(os.environ, default_processes=shared_engines_for(len(os.sched_getaffinity(0))))
+        config = EngineConfig.from_env(os.environ)
     except ConfigError as exc:
         parser.error(str(exc))
     parser.add_argument("--engines", type=int, default=config.processes)

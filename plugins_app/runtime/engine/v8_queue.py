@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -48,16 +49,20 @@ _thread_state_delete = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(("PyThreadState_
 
 
 class _KeptThreadState:
-    """The isolate thread's Python thread state, kept between callbacks (see the module's note)."""
+    """The isolate thread's Python thread state, kept between callbacks (see the module's note), and
+    the V8 isolate that thread runs (read there once: V8 answers it only on the isolate's thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, dll: ctypes.CDLL) -> None:
         self.pointer: int | None = None
         self.thread_id: int | None = None
+        self.isolate: int | None = None
+        self._dll = dll
 
     def keep(self) -> None:   # the isolate's thread, inside a callback
         _gilstate_ensure()   # never released: the state outlives this callback
         self.pointer = _thread_state_get()
         self.thread_id = threading.get_native_id()
+        self.isolate = _v8_call(self._dll, "_ZN2v87Isolate10GetCurrentEv", ctypes.c_void_p)()
 
     def free(self) -> None:
         """Frees the state once its thread has ended (a live thread's is never touched)."""
@@ -66,6 +71,14 @@ class _KeptThreadState:
         pointer, self.pointer = self.pointer, None
         _thread_state_clear(pointer)
         _thread_state_delete(pointer)
+
+
+def _v8_call(dll: ctypes.CDLL, symbol: str, restype: Any, *argtypes: Any) -> Any:
+    """One of V8's own functions, which libmini_racer exports (mini-racer wraps only some)."""
+    function = getattr(dll, symbol)
+    function.restype = restype
+    function.argtypes = list(argtypes)
+    return function
 
 
 class Early:
@@ -83,10 +96,12 @@ class _Results:
     def __init__(self, ctx: Context):
         self._ctx = ctx
         # [value handle, converted value or _UNCONVERTED, answered early, settled: answered early
-        # with the isolate within its memory limit, so nothing is left for the loop but its books]
+        # with the isolate within its memory limit, so nothing is left for the loop but its books,
+        # the isolate thread's CPU seconds when the value arrived (the chains it ran are charged it)]
         self.items: deque[list[Any]] = deque()
         self.earlies: deque[Early | None] = deque()   # each answered evaluation's, in posting order
         self.on_wake: Callable[[], None] | None = None   # called (once) when the loop next wakes here
+        self.on_items: Callable[[], None] | None = None  # called whenever the loop wakes here (its reader)
         self.quiet_after_early = False   # a value answered early leaves the loop asleep (see wake_with)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -95,7 +110,8 @@ class _Results:
         self._loop.add_reader(self._wake_r, self._woken)   # once: not an epoll change per wait
 
     def put(self, handle: ValueHandle) -> None:   # the isolate's thread
-        item: list[Any] = [handle, _UNCONVERTED, False, False]   # the handle is kept: handles are freed off this thread
+        # The handle is kept: handles are freed off this thread.
+        item: list[Any] = [handle, _UNCONVERTED, False, False, time.thread_time()]
         queued = False
         early = self.earlies.popleft() if self.earlies else None
         if early is not None:
@@ -130,6 +146,8 @@ class _Results:
         if self.on_wake is not None:
             on_wake, self.on_wake = self.on_wake, None
             on_wake()
+        if self.on_items is not None:
+            self.on_items()
 
     async def wait(self, timeout: float) -> bool:
         """True once an item is there; False after `timeout`. The event loop serves the engine's
@@ -166,7 +184,11 @@ class EvalQueue:
         # is one, and may happen while a poll posted here is outstanding).
         mini_racers_own = self._ctx.handle_callback_from_v8
         results = self._results
-        kept = self._thread_state = _KeptThreadState()
+        kept = self._thread_state = _KeptThreadState(ctx._dll)
+        self._terminate = _v8_call(ctx._dll, "_ZN2v87Isolate18TerminateExecutionEv", None, ctypes.c_void_p)
+        self._cancel_termination = _v8_call(ctx._dll, "_ZN2v87Isolate24CancelTerminateExecutionEv", None,
+                                            ctypes.c_void_p)
+        self.cpu_mark = 0.0   # the isolate thread's CPU seconds when the value take_ready() gave last arrived
 
         def route(callback_id: int, raw_handle: RawValueHandleType) -> None:   # the isolate's thread
             if kept.pointer is None:
@@ -236,6 +258,15 @@ class EvalQueue:
         items = self._results.items
         return bool(items) and bool(items[0][3])
 
+    def read_with(self, reader: Callable[[], None] | None) -> None:
+        """Have the event loop call `reader` right when values arrive (in the wake's own callback, so
+        whoever awaits a value it hands on resumes in the loop's next turn, not the one after)."""
+        self._results.on_items = reader
+
+    def ready(self) -> bool:
+        """Whether the oldest outstanding evaluation has answered."""
+        return bool(self._results.items)
+
     async def wait(self, timeout: float) -> bool:
         """True once the oldest outstanding evaluation has answered (take_ready() then has it)."""
         return await self._results.wait(timeout)
@@ -247,11 +278,32 @@ class EvalQueue:
 
     def take_ready(self) -> tuple[object, bool]:
         """The oldest outstanding evaluation's value once wait() said it is there."""
-        handle, value, taken_early, _ = self._results.items.popleft()
+        handle, value, taken_early, _, self.cpu_mark = self._results.items.popleft()
         self._outstanding.popleft()   # its handles, and those of the unanswered code before it
         if value is _UNCONVERTED:
             value = self._ctx._value_handle_to_python(handle)
         return value, taken_early
+
+    def terminate(self) -> bool:
+        """Stops the JavaScript the isolate's thread runs now (V8's TerminateExecution, callable from
+        any thread): the code unwinds uncatchably, the microtasks queued in that turn are dropped,
+        and the isolate goes on with its next task. False before the thread has called back once."""
+        isolate = self._thread_state.isolate
+        if isolate is None:
+            return False
+        self._terminate(isolate)
+        return True
+
+    def cancel_termination(self) -> None:
+        """Clears a termination that found no JavaScript to stop (what it was meant for had ended):
+        left set, it would stop whatever runs next."""
+        isolate = self._thread_state.isolate
+        if isolate is not None:
+            self._cancel_termination(isolate)
+
+    def outstanding(self) -> int:
+        """Answered evaluations posted and not yet taken."""
+        return len(self._outstanding)
 
     def close(self) -> None:
         """After the isolate is closed (its thread then has ended)."""

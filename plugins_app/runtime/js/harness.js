@@ -9,29 +9,49 @@
   const LEVELS = ["debug", "info", "warn", "error"];
   let table = null;            // hook name -> {mutable, types, nullable, cancellable}
   let limits = null;           // {maxReason, maxValueChars, maxLogs, maxLogChars}
-  const plugins = new Map();   // "account/installation id" -> {hash, middleware, slot, config}
-  let run = null;              // the chain in progress, if any
+  const plugins = new Map();   // "account/installation id" -> {hash, middleware, config}
+  // Many chains are in flight at once: each parks at an await (a host call, a timer) and the
+  // isolate runs others meanwhile. Every way into a plugin's code is a call Python posts (start,
+  // reply, fire, expire, abandon), each followed by poll(seq), which answers that chain's state and
+  // hands Python what its code asked for meanwhile (host calls, timers).
+  const runs = new Map();      // run seq -> the chain's state
+  let current = null;          // the invocation whose code the isolate's thread runs now
   let invocationSeq = 0;
+  const pendingCalls = new Map();   // host call id -> {inv, resolve, reject}
+  const pendingTimers = new Map();  // timer id -> {inv, callback, args}
+  let nextCall = 0;
+  let nextTimer = 0;
+  const outbox = [];           // what the running code asked of Python, taken by the next poll
 
-  // Progress, shared with Python without a call: [0] run seq, [1] index of the handler running,
+  // Progress, shared with Python without a call: [0] run seq and [1] handler index of the
+  // invocation that entered the isolate last (the one holding its thread, while it is busy),
   // [2] length of the checkpoint (UTF-16 units; -1: none or too large), [3] the handler index the
-  // checkpoint precedes; then the running handler's start (ms since the epoch, a float64). The
-  // checkpoint is JSON {context, trace} of the chain before that handler, so a chain whose
-  // isolate must be closed goes on from there without running anything twice.
-  const PROGRESS_HEADER = 24;
+  // checkpoint precedes, [4] the run seq it belongs to; then when that invocation entered (ms since
+  // the epoch, a float64). The checkpoint is JSON {context, trace} of a chain before one of its
+  // handlers, so a chain whose isolate must be closed goes on from there without running anything twice.
+  const PROGRESS_HEADER = 32;
   const CHECKPOINT_UNITS = 2 * 1024 * 1024;
   const progressBuffer = new SharedArrayBuffer(PROGRESS_HEADER + 2 * CHECKPOINT_UNITS);
-  const progress = new Int32Array(progressBuffer, 0, 4);
-  const handlerStarted = new Float64Array(progressBuffer, 16, 1);
+  const progress = new Int32Array(progressBuffer, 0, 6);
+  const handlerStarted = new Float64Array(progressBuffer, 24, 1);
   const checkpointUnits = new Uint16Array(progressBuffer, PROGRESS_HEADER, CHECKPOINT_UNITS);
 
-  function checkpoint(index, current) {
-    const text = JSON.stringify({ context: current, trace: run.trace });
+  function checkpoint(run, index) {
+    const text = JSON.stringify({ context: run.current, trace: run.trace });
     progress[2] = -1;
     progress[3] = index;
+    progress[4] = run.seq;
     if (text.length > CHECKPOINT_UNITS) return;
     for (let i = 0; i < text.length; i++) checkpointUnits[i] = text.charCodeAt(i);
     progress[2] = text.length;
+  }
+
+  // An invocation (re)enters the isolate: from now on, until another enters, the thread is its.
+  function enter(inv) {
+    current = inv;
+    progress[0] = inv.run;
+    progress[1] = inv.index;
+    handlerStarted[0] = Date.now();
   }
 
   const keyOf = (account, id) => `${account}/${id}`;
@@ -78,55 +98,89 @@
     };
   }
 
-  // One host object per invocation. Every member but log/config/session data is a call
-  // into Python, which checks permissions; stale invocations are refused there too.
+  // The host members, from runtime/tables/members.py's one table (handed over by __hub.init): for
+  // each, its dotted path, who answers it, the group the host plan may leave out, how its stub reads
+  // its arguments and what it makes of the answer.
+  let hostMembers = [];
+  const cloneJson = (v) => JSON.parse(JSON.stringify(v));
+  // How a bridged member's stub reads each argument (members.py's ARG_KINDS), before it crosses to Python.
+  const ARG_READERS = freeze({
+    string: (v) => safeString(v),
+    optionalString: (v) => (v === undefined ? "" : safeString(v)),
+    optionalJson: (v) => (v === undefined ? null : cloneJson(v)),
+    jsonList: (v) => cloneJson(v ?? []),
+  });
+  const REST_JSON = "...json";   // every argument from there on, as a JSON copy of the list
+  // What a stub makes of the bridge's answer (members.py's RESULT_KINDS).
+  const RESULT_WRAPPERS = freeze({
+    plain: null,
+    response: (r) => harden({
+      status: r.status, ok: r.status >= 200 && r.status < 300, headers: r.headers,
+      text: async () => r.body, json: async () => JSON.parse(r.body),
+    }),
+  });
+  const ANSWERED_HERE = freeze(["bridge", "log", "config", "plan"]);   // members.py's ANSWERED_BY
+  function readHostMembers(membersJson) {
+    return freeze(JSON.parse(membersJson).map((m) => {
+      if (!ANSWERED_HERE.includes(m.answered)) throw new Error(`host.${m.name}: no way to answer ${m.answered}`);
+      for (const kind of m.args) {
+        if (kind !== REST_JSON && !Object.hasOwn(ARG_READERS, kind)) throw new Error(`host.${m.name}: no reader for argument kind ${kind}`);
+      }
+      if (!Object.hasOwn(RESULT_WRAPPERS, m.result)) throw new Error(`host.${m.name}: no wrapper for result kind ${m.result}`);
+      return freeze({ ...m, path: freeze(m.name.split(".")), args: freeze(m.args) });
+    }));
+  }
+  const readArgs = (kinds, given) => {
+    const args = [];
+    for (let i = 0; i < kinds.length; i++) {
+      if (kinds[i] === REST_JSON) return args.concat(cloneJson(given.slice(i)));
+      args.push(ARG_READERS[kinds[i]](given[i]));
+    }
+    return args;
+  };
+
+  // One host object per invocation, built from the member table: a bridged member is a call into
+  // Python, which checks permissions (stale invocations are refused there too); log, config and
+  // the host plan's data (host.session.id) are answered here. Nested objects (host.session.peer)
+  // come from the dotted names; a group the host plan leaves out (session, workspace, ssh) is absent.
   function makeHost(entry, inv, hostPlan, record) {
+    // Python takes the call from the outbox at the next poll and answers it with __hub.reply; one
+    // answered after its invocation ended settles never, so none of this plugin's code runs again
+    // inside another chain (where it would be blamed on that chain).
     const call = (member, args) => {
       if (inv.over) return Promise.reject(new Error(`host.${member}: this handler's invocation is over`));
       record.hostCalls += 1;
-      return __py(JSON.stringify({ run: inv.run, invocation: inv.id, handler: inv.handler, member, args }))
-        .then((raw) => {
-          // Answered after its chain ended: settle never, so none of this plugin's code runs
-          // again inside another account's chain (where it would be blamed on that chain).
-          if (inv.over) return new Promise(() => {});
-          const reply = JSON.parse(raw);
-          if (reply.ok) return reply.value;
-          throw new Error(reply.error);
-        });
+      const id = ++nextCall;
+      const text = JSON.stringify({ call: id, run: inv.run, handler: inv.handler, member, args });
+      return new Promise((resolve, reject) => {
+        pendingCalls.set(id, { inv, resolve, reject });
+        inv.calls.add(id);
+        outbox.push(text);
+      });
     };
     const log = makeLogger(record);
-    const host = {
-      log: (level, message) => log(level, message),
-      config: entry.config,
-      fetch: (url, init) => call("fetch", [safeString(url), init === undefined ? null : JSON.parse(JSON.stringify(init))])
-        .then((r) => harden({
-          status: r.status, ok: r.status >= 200 && r.status < 300, headers: r.headers,
-          text: async () => r.body, json: async () => JSON.parse(r.body),
-        })),
-      llm: (...args) => call("llm", JSON.parse(JSON.stringify(args))),
-      decide: (question, options) => call("decide", [safeString(question), JSON.parse(JSON.stringify(options ?? []))]),
-      agents: { list: () => call("agents.list", []) },
+    const stub = (m) => {
+      const leaf = m.path[m.path.length - 1];
+      const wrap = RESULT_WRAPPERS[m.result];
+      // A computed key names the function after its member (host.fetch.name is "fetch").
+      return { [leaf]: (...given) => {
+        const answer = call(m.name, readArgs(m.args, given));
+        return wrap === null ? answer : answer.then(wrap);
+      } }[leaf];
     };
-    if (hostPlan.session) {
-      const s = hostPlan.session;
-      host.session = {
-        id: s.id, agentId: s.agentId, kind: s.kind,
-        peer: { send: (target, text) => call("session.peer.send", [safeString(target), safeString(text)]) },
-        conversation: { read: () => call("session.conversation.read", []) },
-      };
-    }
-    if (hostPlan.workspace) {
-      host.workspace = {
-        read: (path) => call("workspace.read", [safeString(path)]),
-        write: (path, content) => call("workspace.write", [safeString(path), safeString(content)]),
-        list: (prefix) => call("workspace.list", [prefix === undefined ? "" : safeString(prefix)]),
-        delete: (path) => call("workspace.delete", [safeString(path)]),
-      };
-    }
-    if (hostPlan.ssh) {
-      host.ssh = {
-        command: (command, options) => call("ssh.command", [safeString(command), options === undefined ? null : JSON.parse(JSON.stringify(options))]),
-      };
+    const host = {};
+    for (const m of hostMembers) {
+      if (m.offered !== "always" && !hostPlan[m.offered]) continue;
+      let parent = host;
+      for (let i = 0; i < m.path.length - 1; i++) {
+        if (!Object.hasOwn(parent, m.path[i])) parent[m.path[i]] = {};
+        parent = parent[m.path[i]];
+      }
+      const leaf = m.path[m.path.length - 1];
+      if (m.answered === "bridge") parent[leaf] = stub(m);
+      else if (m.answered === "log") parent[leaf] = { [leaf]: (level, message) => log(level, message) }[leaf];
+      else if (m.answered === "config") parent[leaf] = entry.config;
+      else parent[leaf] = hostPlan[m.offered][leaf];   // "plan": host.session.id is hostPlan.session.id
     }
     return harden(host);
   }
@@ -269,56 +323,82 @@
     }
   }
 
-  // Timers: the isolate's setTimeout (mini-racer's, on Atomics.waitAsync) behind a per-invocation
-  // guard. A callback runs only while the invocation that set it is live; when it ends, every timer
-  // it set is cleared, so no plugin code runs later inside another chain.
-  const nativeSetTimeout = globalThis.setTimeout;
-  const nativeClearTimeout = globalThis.clearTimeout;
-  const MAX_TIMERS = 1000;   // pending per invocation
-  function makeTimers(slot) {
+  // Timers: Python keeps the clock (the outbox carries each timer, and __hub.fire runs it), so a
+  // timer's callback is an entry Python knows of, like every other way into a plugin's code. A
+  // callback runs only while the invocation that set it is live; when it ends, its timers go.
+  const MAX_TIMERS = 1000;        // pending per invocation
+  const MAX_TIMERS_SET = 10000;   // set in all by one invocation (each costs Python a clock entry)
+  function timerOwner(entry, what) {
+    const inv = current;
+    if (inv === null || inv.entry !== entry || inv.over) throw new Error(`${what}: timers run only inside a handler's invocation`);
+    return inv;
+  }
+  function makeTimers(entry) {
     const setTimeout = (callback, delay = 0, ...args) => {
-      const timers = slot.timers;
-      if (timers === null) throw new Error("setTimeout: timers run only inside a handler's invocation");
+      const inv = timerOwner(entry, "setTimeout");
       if (typeof callback !== "function") throw new TypeError("setTimeout: the callback must be a function");
-      if (timers.size >= MAX_TIMERS) throw new RangeError(`setTimeout: over ${MAX_TIMERS} pending timers`);
-      // As on the web, no delay, 0 and a negative delay mean "after the current task". The native
-      // timer waits with Atomics.waitAsync, which settles a 0 ms wait synchronously (no promise to
-      // then): a thousandth of a millisecond still waits for the next task, after the microtasks.
-      const ms = Math.max(0.001, Number(delay) || 0);
-      const id = nativeSetTimeout(() => {
-        if (timers.delete(id)) callback(...args);
-      }, ms);
-      timers.add(id);
+      if (inv.timers.size >= MAX_TIMERS) throw new RangeError(`setTimeout: over ${MAX_TIMERS} pending timers`);
+      if (inv.timersSet >= MAX_TIMERS_SET) throw new RangeError(`setTimeout: over ${MAX_TIMERS_SET} timers in one invocation`);
+      inv.timersSet += 1;
+      // As on the web, no delay, 0 and a negative delay mean "after the current task": Python
+      // fires it once this entry (and its microtasks) is over.
+      const ms = Math.max(0, Number(delay) || 0);
+      const id = ++nextTimer;
+      pendingTimers.set(id, { inv, callback, args });
+      inv.timers.add(id);
+      outbox.push(`{"timer":${id},"run":${inv.run},"ms":${ms}}`);
       return id;
     };
     const clearTimeout = (id) => {
-      const timers = slot.timers;
-      if (timers !== null && timers.delete(id)) nativeClearTimeout(id);
+      const inv = current;
+      const timer = pendingTimers.get(id);
+      if (timer !== undefined && inv !== null && timer.inv === inv) {
+        pendingTimers.delete(id);
+        inv.timers.delete(id);
+      }
     };
     return harden({ setTimeout, clearTimeout });
   }
-  function startTimers(slot) { slot.timers = new Set(); }
-  function endTimers(slot) {
-    if (slot.timers === null) return;
-    for (const id of slot.timers) nativeClearTimeout(id);
-    slot.timers.clear();
-    slot.timers = null;
+  function endInvocation(inv) {
+    inv.over = true;
+    for (const id of inv.timers) pendingTimers.delete(id);
+    inv.timers.clear();
+    for (const id of inv.calls) pendingCalls.delete(id);
+    inv.calls.clear();
+    inv.host = undefined;
+    if (current === inv) current = null;
+  }
+  // Atomics.wait/waitAsync would be ways into a plugin's code (or a block) Python does not know of.
+  let sharedAtomics = null;
+  function compartmentAtomics() {
+    if (sharedAtomics === null) {
+      const copy = {};
+      for (const name of Object.getOwnPropertyNames(Atomics)) {
+        if (name !== "wait" && name !== "waitAsync") copy[name] = Atomics[name];
+      }
+      sharedAtomics = harden(copy);
+    }
+    return sharedAtomics;
   }
   // ---- end of web globals
 
   function load(account, id, hash, code, config) {
     const middleware = {};
-    const slot = { host: undefined, make: null, timers: null };
+    const entry = { id, hash, middleware, config: null };
     // FinalizationRegistry is left out: its callbacks would run inside whichever chain is running.
     const compartment = new Compartment({ __options__: true,
-      globals: { Date, Math, FinalizationRegistry: undefined, ...webGlobals(), ...makeTimers(slot) } });
+      globals: { Date, Math, FinalizationRegistry: undefined, Atomics: compartmentAtomics(), ...webGlobals(),
+        ...makeTimers(entry) } });
     const g = compartment.globalThis;
     aliasGlobalObject(g);
     Object.defineProperty(g, "middleware", { value: middleware, writable: false, enumerable: true, configurable: false });
-    // The host object is built on first use in an invocation: most handlers never touch it.
+    // The host object of the invocation running now (several of one installation may be in flight),
+    // built on first use: most handlers never touch it.
     const currentHost = () => {
-      if (slot.host === undefined && slot.make !== null) { slot.host = slot.make(); slot.make = null; }
-      return slot.host;
+      const inv = current;
+      if (inv === null || inv.entry !== entry || inv.over) return undefined;
+      if (inv.host === undefined) inv.host = inv.makeHost();
+      return inv.host;
     };
     Object.defineProperty(g, "host", { get: currentHost, enumerable: true, configurable: false });
     const consoleLog = (level) => (...args) => { const h = currentHost(); if (h) h.log(level, args.map(safeString).join(" ")); };
@@ -326,7 +406,8 @@
       warn: consoleLog("warn"), error: consoleLog("error") });
     compartment.evaluate(code);
     const hooks = Object.keys(middleware).filter((k) => typeof middleware[k] === "function");
-    plugins.set(keyOf(account, id), { id, hash, middleware, slot, config: harden(JSON.parse(JSON.stringify(config ?? {}))) });
+    entry.config = harden(JSON.parse(JSON.stringify(config ?? {})));
+    plugins.set(keyOf(account, id), entry);
     return hooks;
   }
 
@@ -409,9 +490,11 @@
     return { problem: `${name}: unsupported type ${type}` };
   }
 
-  async function invoke(entry, req, context, record) {
+  async function invoke(entry, req, run, index, context, record) {
     const spec = table[req.hook];
-    const inv = { id: ++invocationSeq, run: req.seq, handler: entry.id, tokens: null, over: false };
+    const inv = { id: ++invocationSeq, run: req.seq, index, handler: entry.id, entry, tokens: null, over: false,
+      host: undefined, makeHost: null, timers: new Set(), timersSet: 0, calls: new Set() };
+    inv.makeHost = () => makeHost(entry, inv, req.host, record);
     // Object.freeze is harden here: an arrow function has no prototype of its own to reach.
     const tools = spec.cancellable
       ? freeze({ cancel: freeze((reason) => {
@@ -421,48 +504,48 @@
           return token;
         }) })
       : NO_TOOLS;
-    entry.slot.host = undefined;
-    entry.slot.make = () => makeHost(entry, inv, req.host, record);
-    startTimers(entry.slot);
-    run.invocation = inv.id;
+    run.invocation = inv;
+    enter(inv);
     try {
       const fn = entry.middleware[req.hook];
       if (typeof fn !== "function") return { malformed: `defines no ${req.hook} handler` };
       const expiry = new Promise((resolve) => { run.expire = resolve; });
       const result = await Promise.race([Promise.resolve(fn(JSON.parse(context), tools)), expiry]);
       if (result === EXPIRED) return { timeout: true, cpuMs: run.expiredCpuMs };
+      if (run.invocation !== inv) return { stale: true };
       return interpret(spec, result, inv, record);
     } finally {
-      inv.over = true;
-      endTimers(entry.slot);
-      entry.slot.host = undefined;
-      entry.slot.make = null;
-      run.expire = null;
-      run.expiredCpuMs = 0;
+      endInvocation(inv);
+      if (run.invocation === inv) {
+        run.invocation = null;
+        run.expire = null;
+        run.expiredCpuMs = 0;
+      }
     }
   }
 
   const EXPIRED = harden({});
   const NO_TOOLS = harden({});
+  const STALE = harden({});
 
-  async function runChain(req) {
+  // Runs handlers `from` on of a chain; `gen` is the chain's generation: a chain whose handler had
+  // to be stopped goes on in a new runChain (abandon), and this one, if it ever wakes, does nothing.
+  async function runChain(req, run, from, gen) {
     const spec = table[req.hook];
-    let current = req.context;
-    let cancellation = null;
-    for (let i = 0; i < req.handlers.length; i++) {
+    for (let i = from; i < req.handlers.length; i++) {
+      if (run.gen !== gen) return STALE;
       const h = req.handlers[i];
       const entry = plugins.get(keyOf(req.account, h.id));
       const record = { id: h.id, status: "ran", changed: false, durationMs: 0, warning: null,
         logs: [], logsDropped: 0, hostCalls: 0, repaired: false };
-      if (i > 0) checkpoint(i, current);
+      if (i > 0) checkpoint(run, i);
       run.index = i;
       run.started = Date.now();
-      handlerStarted[0] = run.started;
-      progress[1] = i;
-      const contextJson = JSON.stringify(current);
-      run.contextJson = contextJson;
+      const before = run.current;
+      const contextJson = JSON.stringify(before);
       try {
-        const out = await invoke(entry, req, contextJson, record);
+        const out = await invoke(entry, req, run, i, contextJson, record);
+        if (run.gen !== gen || out.stale) return STALE;
         if (out.timeout) {
           record.status = "timeout";
           record.warning = out.cpuMs
@@ -473,13 +556,14 @@
           record.warning = out.malformed;
         } else if (out.cancel !== undefined) {
           record.status = "cancelled";
-          cancellation = { index: i, reason: out.cancel };
+          run.cancellation = { index: i, reason: out.cancel };
         } else {
-          const next = Object.assign({}, current, out.fields);
-          record.changed = spec.mutable.some((m) => JSON.stringify(next[m]) !== JSON.stringify(current[m]));
-          current = next;
+          const next = Object.assign({}, before, out.fields);
+          record.changed = spec.mutable.some((m) => JSON.stringify(next[m]) !== JSON.stringify(before[m]));
+          run.current = next;
         }
       } catch (e) {
+        if (run.gen !== gen) return STALE;
         record.status = "error";
         record.warning = wellFormed(clip(describeThrown(e), 1000), record);
         record.at = thrownAt(e);
@@ -489,11 +573,19 @@
       }
       delete record.repaired;
       record.durationMs = Date.now() - run.started;
-      if (req.traceValues) record.context = current;   // what the next handler sees (try-runs show it)
+      if (req.traceValues) record.context = run.current;   // what the next handler sees (try-runs show it)
       run.trace.push(record);
-      if (cancellation) break;
+      if (run.cancellation) break;
     }
-    return { context: current, cancellation };
+    return { context: run.current, cancellation: run.cancellation };
+  }
+
+  function follow(run, from) {
+    const gen = ++run.gen;
+    runChain(run.req, run, from, gen).then(
+      (r) => { if (r !== STALE && run.gen === gen) run.done = r; },
+      (e) => { if (run.gen === gen) run.done = { fatal: describeThrown(e) }; },
+    );
   }
 
   function start(reqJson) {
@@ -504,62 +596,139 @@
       return entry === undefined || entry.hash !== h.hash;
     }).map((h) => h.id);
     if (missing.length) {
-      run = { missing };
+      runs.set(req.seq, { seq: req.seq, missing });
       return null;
     }
-    run = { index: -1, started: 0, trace: [], done: null, expire: null, expiredCpuMs: 0, invocation: 0, contextJson: null };
+    const run = { seq: req.seq, req, index: -1, started: 0, trace: [], current: req.context, cancellation: null,
+      done: null, expire: null, expiredCpuMs: 0, invocation: null, gen: 0 };
+    runs.set(req.seq, run);
     progress[0] = req.seq;
     progress[1] = 0;
-    progress[2] = -1;
-    runChain(req).then(
-      (r) => { run.done = r; },
-      (e) => { run.done = { fatal: describeThrown(e) }; },
-    );
+    follow(run, 0);
     return null;
   }
 
+  function takeOutbox() {
+    if (outbox.length === 0) return "";
+    const text = outbox.join(",");
+    outbox.length = 0;
+    return text;
+  }
+
+  // The receiver of these calls is JSON text (no script to compile per call): see __hub below.
+  const args = (self) => JSON.parse(typeof self === "string" ? self : "[]");
+
+  function poll(seq) {
+    const run = runs.get(seq);
+    const out = takeOutbox();
+    if (run === undefined) return `{"idle":true,"out":[${out}]}`;
+    if (run.missing) {
+      runs.delete(seq);
+      return JSON.stringify({ missing: run.missing });
+    }
+    if (run.done) {
+      runs.delete(seq);
+      // What its code asked for after its chain was answered is never served (see makeHost).
+      return JSON.stringify({ done: true, trace: run.trace, ...run.done });
+    }
+    return `{"done":false,"index":${run.index},"started":${run.started},"out":[${out}]}`;
+  }
+
+  function expire(seq, index, cpuMs) {
+    const run = runs.get(seq);
+    if (run && run.index === index && run.expire) {
+      run.expiredCpuMs = cpuMs > 0 ? cpuMs : 0;
+      run.expire(EXPIRED);
+    }
+  }
+
+  // Python stopped handler `index` of chain `seq` (terminated its code, which may have left this
+  // chain's runChain unable to go on): record it as `record` says and go on from the next handler,
+  // on the value before it. Nothing of it runs again.
+  function abandon(seq, index, record) {
+    const run = runs.get(seq);
+    if (run === undefined || run.done || run.index !== index) return;
+    if (run.invocation !== null) endInvocation(run.invocation);
+    run.invocation = null;
+    run.expire = null;
+    if (run.req.traceValues) record.context = run.current;
+    run.trace.push(record);
+    if (index + 1 >= run.req.handlers.length) {
+      run.gen += 1;
+      run.done = { context: run.current, cancellation: null };
+      return;
+    }
+    follow(run, index + 1);
+  }
+
   globalThis.__hub = harden({
-    init(tableJson, limitsJson, seedHex) {
+    init(tableJson, limitsJson, seedHex, membersJson) {
       table = JSON.parse(tableJson);
       limits = JSON.parse(limitsJson);
       reseed(seedHex);
+      hostMembers = readHostMembers(membersJson);
     },
     // Loads (or reloads) one installation's compiled code; returns the hooks it defines.
     // The installation comes as the receiver, JSON [account, id, hash, code, config]: no script to compile.
     load() {
+      progress[0] = 0;   // the harness's own work: no invocation holds the thread
+      progress[1] = -1;
+      current = null;
       const [account, id, hash, code, config] = JSON.parse(typeof this === "string" ? this : "[]");
       return JSON.stringify(load(account, id, hash, code, config));
     },
     unload(account, id) { plugins.delete(keyOf(account, id)); },
     progressBuffer,
-    // Starts a chain; its synchronous part runs now, the rest as microtasks after this eval.
-    // Python reads the outcome with poll(), queued right behind: {missing} if code must be loaded.
+    // Starts a chain; its synchronous part runs now, the rest as microtasks after this call.
+    // Python reads the outcome with poll(seq), queued right behind: {missing} if code must be loaded.
     // The request (JSON) is the receiver: the engine calls this rather than evaluating source, so
     // no chain start is a new script to compile.
     run() {
       return start(typeof this === "string" ? this : "");
     },
+    // Receiver: the run seq. A chain's state, and what code asked of Python since the last poll.
     poll() {
-      if (run === null) return JSON.stringify({ idle: true });
-      if (run.missing) {
-        const out = JSON.stringify({ missing: run.missing });
-        run = null;
-        return out;
-      }
-      if (run.done) {
-        const out = JSON.stringify({ done: true, trace: run.trace, ...run.done });
-        run = null;
-        return out;
-      }
-      return JSON.stringify({ done: false, index: run.index, started: run.started, invocation: run.invocation });
+      return poll(Number(this));
     },
-    // Python gives up on the handler at `index`: its wall-clock budget ran out while it awaited, or
-    // (cpuMs > 0) it used that much CPU, in its body, its timers or its microtasks.
-    expire(index, cpuMs) {
-      if (run && run.index === index && run.expire) {
-        run.expiredCpuMs = cpuMs > 0 ? cpuMs : 0;
-        run.expire(EXPIRED);
-      }
+    // Receiver [seq, index, cpuMs]: Python gives up on that handler: its wall-clock budget ran out
+    // while it awaited, or (cpuMs > 0) it used that much CPU.
+    expire() {
+      const [seq, index, cpuMs] = args(this);
+      expire(seq, index, cpuMs);
+    },
+    // Receiver [seq, index, record]: that handler's code was terminated (see abandon above).
+    abandon() {
+      const [seq, index, record] = args(this);
+      abandon(seq, index, record);
+    },
+    // Receiver [callId, {ok, value, error}]: a host call's answer.
+    reply() {
+      const [id, reply] = args(this);
+      const call = pendingCalls.get(id);
+      if (call === undefined) return;
+      pendingCalls.delete(id);
+      if (call.inv.over) return;
+      call.inv.calls.delete(id);
+      enter(call.inv);
+      if (reply.ok) call.resolve(reply.value);
+      else call.reject(new Error(reply.error));
+    },
+    // Receiver: a timer id whose delay has passed.
+    fire() {
+      const id = Number(this);
+      const timer = pendingTimers.get(id);
+      if (timer === undefined) return;
+      pendingTimers.delete(id);
+      timer.inv.timers.delete(id);
+      if (timer.inv.over) return;
+      enter(timer.inv);
+      try {
+        timer.callback(...timer.args);
+      } catch (ignored) { /* as on the web: a timer's exception ends only that callback */ }
+    },
+    // Which chains are in flight (a status and a test's look).
+    inFlight() {
+      return runs.size;
     },
   });
 })();

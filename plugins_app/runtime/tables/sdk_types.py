@@ -3,67 +3,14 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from plugins_app.runtime.tables.hooks import HOOKS, Field, HookSpec
-from plugins_app.runtime.tables.members import OFFERED_BY
+from plugins_app.runtime.tables.members import HOST_MEMBERS, OFFER_BY_TOP, OFFER_SUMMARY, HostMember
 
 _SCALARS = {"id": "string", "string": "string", "number": "number", "integer": "number",
             "boolean": "boolean", "string[]": "string[]", "id[]": "string[]"}
 
-
-@dataclass(frozen=True)
-class HostMember:
-    path: str            # under host, e.g. "workspace.read"
-    signature: str       # TypeScript, as a property of its parent interface
-    doc: str             # what it does, its permission and limits
-    given: str = "all"   # which hooks get it: all, session (hooks naming a session), agent, ssh
-
-
-# The members harness.js's makeHost builds (tests/runtime/test_sdk_types.py checks both agree).
-HOST_MEMBERS: tuple[HostMember, ...] = (
-    HostMember("log", "log(level: LogLevel, message: string): void",
-               "A line in the installation's log (no permission). At most 100 lines per invocation."),
-    HostMember("config", "readonly config: Readonly<Record<string, any>>",
-               "The installation's settings, plain data checked against its schema (no permission): "
-               "cast it to your settings' type."),
-    HostMember("fetch", "fetch(url: string, init?: FetchInit): Promise<FetchResponse>",
-               "HTTP(S) request (permission host:fetch). Request body up to 1 MiB, answer up to 1 MiB "
-               "(HUB_FETCH_MAX_BYTES); private and loopback addresses are refused. {{secret.NAME}} in the "
-               "URL's path or query, a header or the body becomes the account's secret NAME as the request "
-               "leaves (permission secret:NAME, and only for the secret's allowedHosts)."),
-    HostMember("llm", "llm(prompt: string | LlmRequest, options?: LlmOptions): Promise<string>",
-               "The platform's model (permission host:llm). Prompt up to 200,000 characters."),
-    HostMember("decide", "decide<T extends string>(question: string, options: readonly T[]): Promise<T>",
-               "The model picks exactly one of `options` (permission host:decide). At most 50 options of "
-               "500 characters."),
-    HostMember("agents.list", "list(): Promise<{ agents: Array<{ id: string; name: string }> }>",
-               "The agents this plugin owns (permission host:agents)."),
-    HostMember("session.id", "readonly id: string", "The session the hook fired for.", "session"),
-    HostMember("session.agentId", "readonly agentId: string | null", "Its agent.", "session"),
-    HostMember("session.kind", "readonly kind: string | null", "Its sessionKind, where the hook has one.",
-               "session"),
-    HostMember("session.peer.send",
-               "send(targetSessionId: string, text: string): Promise<{ delivered: boolean; text: string }>",
-               "A message into another session (permission host:session).", "session"),
-    HostMember("session.conversation.read", "read(): Promise<{ messages: unknown[] }>",
-               "The session's conversation (permission host:session).", "session"),
-    HostMember("workspace.read", "read(path: string): Promise<string | null>",
-               "A file of the agent's workspace (permission host:workspace). Paths up to 255 characters.",
-               "agent"),
-    HostMember("workspace.write", "write(path: string, content: string): Promise<{ path: string; size: number }>",
-               "Writes a file (permission host:workspace); 5 MiB per workspace (HUB_WORKSPACE_QUOTA_BYTES).",
-               "agent"),
-    HostMember("workspace.list",
-               "list(prefix?: string): Promise<{ files: Array<{ path: string; size: number; updatedAt: string }> }>",
-               "Lists files (permission host:workspace).", "agent"),
-    HostMember("workspace.delete", "delete(path: string): Promise<{ deleted: boolean }>",
-               "Deletes a file (permission host:workspace).", "agent"),
-    HostMember("ssh.command", "command(command: string, options?: { timeoutSeconds?: number }): Promise<SshResult>",
-               "Runs a command on the hook's server (permission host:ssh:command). Commands up to 64 KiB, "
-               "timeoutSeconds up to 90, 10 calls per invocation.", "ssh"),
-)
 
 _PRELUDE = """\
 // Middleware Hub plugin SDK: generated from the hub's hook table and host surface.
@@ -241,45 +188,39 @@ def _returns(spec: HookSpec) -> str:
     return f"{value} | CancelToken" if spec.cancellable else value
 
 
-def _host_interface(name: str, members: list[HostMember], extends: str = "") -> list[str]:
-    lines = [f"interface {name}{extends} {{"]
+def _interface_name(group: str) -> str:
+    """host.session.peer's interface is HostSessionPeer; host's own is Host."""
+    return "Host" + "".join(_pascal(part) for part in group.split(".") if part)
+
+
+def _host_interfaces(group: str, members: list[HostMember]) -> list[str]:
+    """The interface of `group` ("" for host itself), after those of the objects nested in it, all
+    built from the members' dotted names: a member is declared in its parent's interface, a nested
+    object is a property of its parent, and a top-level group the host plan may leave out is optional."""
+    prefix = group + "." if group else ""
+    own = [m for m in members if m.name.rpartition(".")[0] == group]
+    nested: list[str] = []   # the child groups, in the order of their first member
     for m in members:
+        if m.name.startswith(prefix) and m.name.count(".") > prefix.count("."):
+            child = m.name[len(prefix):].split(".", 1)[0]
+            if child not in nested:
+                nested.append(child)
+    blocks: list[str] = []
+    lines = [f"interface {_interface_name(group)} {{"]
+    for m in own:
         lines += [f"  /** {m.doc} */", f"  {m.signature};"]
-    return lines + ["}"]
+    for child in nested:
+        blocks += _host_interfaces(prefix + child, members)
+        offer = OFFER_BY_TOP[child] if not group else "always"
+        if offer != "always":
+            hooks = next(m for m in members if m.top == child).hooks()
+            lines.append(f"  /** {OFFER_SUMMARY[offer]}: {', '.join(hooks)}. */")
+        lines.append(f"  readonly {child}{'?' if offer != 'always' else ''}: {_interface_name(prefix + child)};")
+    return blocks + ["\n".join(lines + ["}"])]
 
 
 def _host() -> str:
-    groups: dict[str, list[HostMember]] = {}
-    for m in HOST_MEMBERS:
-        parent, _, _ = m.path.rpartition(".")
-        groups.setdefault(parent, []).append(m)
-    blocks = [_host_interface("HostAgents", groups["agents"]),
-              _host_interface("HostSessionPeer", groups["session.peer"]),
-              _host_interface("HostSessionConversation", groups["session.conversation"]),
-              _host_interface("HostSession", groups["session"]),
-              _host_interface("HostWorkspace", groups["workspace"]),
-              _host_interface("HostSsh", groups["ssh"]),
-              _host_interface("Host", groups[""])]
-    # Nested objects become properties of their parents.
-    blocks[3] = blocks[3].copy()
-    blocks[3][-1:] = ["  readonly peer: HostSessionPeer;", "  readonly conversation: HostSessionConversation;", "}"]
-    blocks[6] = blocks[6].copy()
-    blocks[6][-1:] = [
-        "  readonly agents: HostAgents;",
-        "  /** Hooks that name a session: " + ", ".join(_hooks_given("session")) + ". */",
-        "  readonly session?: HostSession;",
-        "  /** Hooks that carry an agent: " + ", ".join(_hooks_given("agent")) + ". */",
-        "  readonly workspace?: HostWorkspace;",
-        "  /** SSH hooks: " + ", ".join(_hooks_given("ssh")) + ". */",
-        "  readonly ssh?: HostSsh;",
-        "}",
-    ]
-    return "\n\n".join("\n".join(b) for b in blocks)
-
-
-def _hooks_given(kind: str) -> list[str]:
-    offer = {"session": "session", "agent": "workspace", "ssh": "ssh"}[kind]   # runtime/members.py's names
-    return [s.name for s in HOOKS.values() if OFFERED_BY[offer](s)]
+    return "\n\n".join(_host_interfaces("", list(HOST_MEMBERS)))
 
 
 def _pascal(name: str) -> str:

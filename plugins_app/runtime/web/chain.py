@@ -88,7 +88,7 @@ class HostError(Exception):
 
 
 def host_plan(spec: HookSpec, context: JsonObject, hop: int = 0) -> HostPlan:
-    """Which optional host members this invocation gets (session, workspace, ssh: see members.py)."""
+    """Which optional host members this invocation gets (session, workspace, ssh: see runtime/tables/members.py)."""
     session = None
     field_name = spec.session_field   # set whenever the session member is offered
     if OFFERED_BY["session"](spec) and field_name is not None and hop <= SESSION_HOP_LIMIT:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 
 from plugins_app.errors import InvalidInput
 from plugins_app.models import AccountChange
@@ -47,10 +50,10 @@ def current_actor() -> Actor:
 class ChangeActorMiddleware:
     """Makes the request available to `current_actor()` while it is answered."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         token = _request.set(request)
         try:
             return self.get_response(request)

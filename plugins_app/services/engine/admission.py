@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable, Iterator
 
 from django.conf import settings
 
+from plugins_app.runtime.environment import Env
 from plugins_app.services.engine.machine_places import MachinePlaces
 
 log = logging.getLogger(__name__)
@@ -230,7 +231,7 @@ def get_gate() -> FairGate | OpenGate:
 def _machine_places(per_account: float) -> MachinePlaces | None:
     """Accounts share the machine's places when its web processes share an engine tier
     (HUB_ENGINE_DIR, set by gunicorn.conf.py) and HUB_EXECUTE_PER_ACCOUNT_SCOPE is "machine"."""
-    directory = os.environ.get("HUB_ENGINE_DIR")
+    directory = Env(os.environ).text("HUB_ENGINE_DIR")
     if settings.HUB_ADMISSION.per_account_scope != "machine" or not directory or per_account == math.inf:
         return None
     capacity = settings.HUB_ADMISSION.machine_places or len(os.sched_getaffinity(0))

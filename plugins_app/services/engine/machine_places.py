@@ -125,7 +125,7 @@ class _Description:
         self.forks = _forks
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
-    def __del__(self):
+    def __del__(self) -> None:
         if self.forks == _forks and hasattr(self, "fd"):   # (no fd when the open failed)
             os.close(self.fd)
 

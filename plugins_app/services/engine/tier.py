@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 
 from plugins_app.runtime.engine.supervisor import local_supervisor
+from plugins_app.runtime.environment import Env
 from plugins_app.runtime.web.tier import Tier, tier_for, tier_from_directory
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def get_tier() -> Tier:
     global _tier
     with _lock:
         if _tier is None:
-            directory = os.environ.get("HUB_ENGINE_DIR")
+            directory = Env(os.environ).text("HUB_ENGINE_DIR")
             if directory:
                 _tier = tier_from_directory(directory)
             else:

@@ -60,7 +60,7 @@ def member(name: str, *, writes: bool | Callable[[list], bool] = False, stand_in
     what a dry run answers instead of calling it; `live_read` tests a call of an outward member for
     a plain read an account admin may let a replay make."""
     if name not in BRIDGED_MEMBERS:
-        raise ValueError(f"host.{name} is not a bridged member in plugins_app/runtime/members.py")
+        raise ValueError(f"host.{name} is not a bridged member in plugins_app/runtime/tables/members.py")
     if live_read is not None and name not in OUTWARD_MEMBERS:
         raise ValueError(f"host.{name}: only an outward member has live reads")
 
@@ -87,6 +87,9 @@ def register_members(functions: list[Member]) -> None:
     live_reads: dict[str, Callable[[list], bool]] = {}
     for fn in functions:
         name, writing, stand_in, live_read = getattr(fn, _MARK)
+        if name not in BRIDGED_MEMBERS:
+            raise ValueError(f"host.{name} is answered by {fn.__qualname__}, but runtime/tables/members.py "
+                             "declares no such bridged member")
         if name in found and found[name] is not fn:
             raise ValueError(f"host.{name} is answered by two functions")
         found[name] = fn
@@ -97,7 +100,7 @@ def register_members(functions: list[Member]) -> None:
             live_reads[name] = live_read
     missing = sorted(BRIDGED_MEMBERS - set(found))
     if missing:
-        raise ValueError("host members in runtime/members.py without a function: " + ", ".join(missing))
+        raise ValueError("host members in runtime/tables/members.py without a function: " + ", ".join(missing))
     MEMBERS.clear()
     MEMBERS.update(found)
     WRITES.clear()

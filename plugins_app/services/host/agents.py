@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import QuerySet
 
+from accounts.models import Account
 from plugins_app.errors import InvalidInput, NotFound
-from plugins_app.models import Agent, Installation
+from plugins_app.models import Agent, Installation, Plugin
 from plugins_app.runtime.tables.context import MAX_ID_LENGTH, is_platform_id
 from plugins_app.services.execution.host_bridge import HostCall, member
 
@@ -19,7 +20,7 @@ def check_agent_id(agent_id) -> str:
     return agent_id
 
 
-def installed_plugin(account, slug):
+def installed_plugin(account: Account, slug: object) -> Plugin | None:
     if slug is None:
         return None
     if not isinstance(slug, str) or not slug:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import socket
+import ssl
 import time
 from collections.abc import Iterable
 
@@ -158,7 +159,7 @@ class PinnedHTTPConnection(http.client.HTTPConnection):
 
     address: str
 
-    def connect(self):
+    def connect(self) -> None:
         self.sock = socket.create_connection((self.address, self.port), self.timeout)
 
 
@@ -166,8 +167,9 @@ class PinnedHTTPSConnection(http.client.HTTPSConnection):
     """As PinnedHTTPConnection, verifying the certificate against the URL's host name."""
 
     address: str
+    _context: ssl.SSLContext   # set by HTTPSConnection.__init__; typeshed does not declare it
 
-    def connect(self):
+    def connect(self) -> None:
         sock = socket.create_connection((self.address, self.port), self.timeout)
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 

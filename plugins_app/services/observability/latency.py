@@ -6,9 +6,11 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from datetime import time as day_time
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
@@ -101,7 +103,7 @@ class Window:
         return cls(row.runs, row.total_ms, row.min_ms, row.max_ms, dict(row.buckets), dict(row.statuses))
 
 
-def _pick(choose, a, b):
+def _pick(choose: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else choose(a, b)
 
 
@@ -119,7 +121,7 @@ class LatencyRecorder(BufferedWriter):
 
     thread_name = "hub-latency"
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()   # pending: (account, plugin, hook, minute) -> Window
         self._pruned_at = 0.0
 

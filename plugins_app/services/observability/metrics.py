@@ -10,15 +10,17 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.conf import settings
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import REGISTRY
 
 from plugins_app.errors import HubError
+from plugins_app.runtime.environment import Env
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.services.engine.tier import get_tier
 from plugins_app.services.execution.observers import ChainRun
@@ -79,7 +81,7 @@ class _Deferred:
     of this process every HUB_METRICS_FLUSH_SECONDS: with multiprocess mode each increment is a
     locked write to a memory-mapped file, kept off the execute path. 0 applies them at once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.queue: deque = deque()
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
@@ -96,7 +98,7 @@ class _Deferred:
         elif self.thread is None or not self.thread.is_alive():
             self._start()
 
-    def child(self, metric, *labels):
+    def child(self, metric: Any, *labels: str) -> Any:
         key = (metric, labels)
         found = self.children.get(key)
         if found is None:
@@ -204,15 +206,15 @@ def register() -> None:
     signals.task_retry.connect(_on_retry, weak=False, dispatch_uid="hub-metrics-retry")
 
 
-def _on_success(sender=None, **kwargs):
+def _on_success(sender: Any = None, **kwargs: Any) -> None:
     CELERY_TASKS.labels(_task_name(sender), "success").inc()
 
 
-def _on_failure(sender=None, **kwargs):
+def _on_failure(sender: Any = None, **kwargs: Any) -> None:
     CELERY_TASKS.labels(_task_name(sender), "failure").inc()
 
 
-def _on_retry(sender=None, **kwargs):
+def _on_retry(sender: Any = None, **kwargs: Any) -> None:
     CELERY_TASKS.labels(_task_name(sender), "retry").inc()
 
 
@@ -220,7 +222,7 @@ def _on_retry(sender=None, **kwargs):
 class EngineCollector:
     """Asks each engine of the tier for its state at scrape time (engines run no Python metrics)."""
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("hub_engine_up", "1 when the engine answered this scrape", labels=["engine"])
         queued = GaugeMetricFamily("hub_engine_queued_chains", "Chains waiting in the engine's queue",
                                    labels=["engine"])
@@ -256,12 +258,12 @@ class EngineCollector:
 
 
 class _ThisProcess:
-    def collect(self):
+    def collect(self) -> Iterable[Metric]:
         return REGISTRY.collect()
 
 
 def multiprocess_dir() -> str | None:
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+    return Env(os.environ).text("PROMETHEUS_MULTIPROC_DIR") or None
 
 
 def scrape() -> bytes:

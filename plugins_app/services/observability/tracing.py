@@ -6,6 +6,9 @@ import os
 import threading
 import time
 from contextlib import contextmanager
+from typing import Any
+
+from plugins_app.runtime.environment import Env
 
 _provider = None
 _tracer = None
@@ -15,10 +18,11 @@ FAILED = {"error", "timeout", "malformed"}
 
 def enabled() -> bool:
     """Tracing runs only when an OTLP endpoint is configured; otherwise nothing is imported or made."""
-    return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    env = Env(os.environ)
+    return bool(env.text("OTEL_EXPORTER_OTLP_ENDPOINT") or env.text("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 
 
-def _get_tracer():
+def _get_tracer() -> Any:
     global _provider, _tracer
     with _lock:
         if _tracer is None:
@@ -29,7 +33,7 @@ def _get_tracer():
 
             # The exporter reads OTEL_EXPORTER_OTLP_* itself (endpoint, headers, timeout).
             _provider = TracerProvider(resource=Resource.create(
-                {"service.name": os.environ.get("OTEL_SERVICE_NAME", "middleware-hub")}))
+                {"service.name": Env(os.environ).text("OTEL_SERVICE_NAME", "middleware-hub")}))
             _provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
             _tracer = _provider.get_tracer("middleware_hub.execute")
         return _tracer

@@ -5,11 +5,15 @@ from __future__ import annotations
 import logging
 import math
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.utils import timezone
 
+from accounts.models import Account
 from plugins_app.errors import InvalidInput, PlatformError
 from plugins_app.models import Notification
 from plugins_app.runtime.tables.context import MAX_ID_LENGTH, is_platform_id
@@ -62,7 +66,7 @@ def get(account, notification_id, field: str = "notificationId") -> Notification
                           f"notification {notification_id} not found")
 
 
-def listing(account, params):
+def listing(account: Account, params: Mapping[str, Any]) -> QuerySet[Notification]:
     qs = Notification.objects.filter(account=account)
     if params.get("sessionId"):
         qs = qs.filter(session_id=params["sessionId"])

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 
 from django.db import transaction
+from django.db.models import QuerySet
 
+from accounts.models import Account
 from plugins_app.errors import InvalidInput, NotFound, PayloadTooLarge
 from plugins_app.models import AccountChange, Secret
 from plugins_app.models.secrets import MAX_VALUE_BYTES, NAME_PATTERN
@@ -54,7 +56,7 @@ def check_description(description) -> str:
     return description
 
 
-def list_secrets(account):
+def list_secrets(account: Account) -> QuerySet[Secret]:
     return Secret.objects.filter(account=account).order_by("name")
 
 

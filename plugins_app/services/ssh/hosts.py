@@ -6,6 +6,7 @@ import asyncssh
 from django.db import IntegrityError, models, transaction
 from django.db.models import ProtectedError
 
+from accounts.models import Account
 from plugins_app.errors import Conflict, InvalidInput
 from plugins_app.models import SshHost
 from plugins_app.services.ids import get_in_account, parse_id
@@ -21,7 +22,7 @@ API_NAMES = {
 REQUIRED = ("display_name", "hostname", "username", "private_key", "host_key")
 
 
-def list_hosts(account):
+def list_hosts(account: Account) -> models.QuerySet[SshHost]:
     return SshHost.objects.filter(account=account).select_related("jump_host").order_by("display_name", "id")
 
 

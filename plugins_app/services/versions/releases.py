@@ -127,7 +127,8 @@ def rollback(account, installation_id, *, grant=None) -> tuple[Installation, Plu
     are passed over)."""
     installation = plugins.get_installation(account, installation_id)
     _require_own_code(installation)
-    was_live = {row.after.get("version") for row in deploy_history(installation) if isinstance(row.after, dict)}
+    was_live = {number for row in deploy_history(installation)
+                if isinstance(row.after, dict) and isinstance(number := row.after.get("version"), int)}
     previous = (installation.versions.filter(number__lt=installation.live_version or 0, number__in=was_live)
                 .order_by("-number").first())
     if previous is None:

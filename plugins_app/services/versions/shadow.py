@@ -190,7 +190,7 @@ def report(account, installation_id) -> dict:
     stat = ShadowStat.objects.filter(installation=installation).first()
     samples = list(ShadowSample.objects.filter(installation=installation).order_by("-created_at", "-id"))
 
-    def examples(kind):
+    def examples(kind: str) -> list[ShadowSample]:
         return [s for s in samples if s.kind == kind]
 
     return {

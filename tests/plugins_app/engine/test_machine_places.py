@@ -1,4 +1,4 @@
-"""An account's admission places shared by a machine's web processes (services.machine_places)."""
+"""An account's admission places shared by a machine's web processes (services.engine.machine_places)."""
 
 import json
 import os

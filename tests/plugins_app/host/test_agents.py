@@ -5,7 +5,6 @@ import json
 import pytest
 
 from plugins_app.models import Agent
-from tests.spec_examples import example
 
 from ..conftest import PROMPT
 from .stubs import execute, reporter
@@ -85,8 +84,8 @@ def test_host_agents_list_returns_only_the_plugins_crew(api_client, install):
     assert json.loads(body["value"]) == {"ok": {"agents": [{"id": "10", "name": "Ann"}, {"id": "11", "name": "Zed"}]}}
 
 
-def test_oh_my_openagents_gives_its_doctrine_only_outside_its_crew(api_client, install):
-    installation = install(example("oh-my-openagents-systemPrompt.ts"), name="oh-my-openagents",
+def test_oh_my_openagents_gives_its_doctrine_only_outside_its_crew(api_client, install, examples):
+    installation = install(examples.read("oh-my-openagents-systemPrompt.ts"), name="oh-my-openagents",
                            language="typescript", grant=["host:agents"])
     assert installation.plugin.permissions == ["host:agents"]
     put_agent(api_client, "18446744073709551615", "Sisyphus", "oh-my-openagents")
@@ -100,8 +99,8 @@ def test_oh_my_openagents_gives_its_doctrine_only_outside_its_crew(api_client, i
     assert unknown["value"] == "base" + DOCTRINE   # a neighbouring 64-bit id is not the crew member
 
 
-def test_oh_my_openagents_without_its_grant_fails_open(api_client, install):
-    install(example("oh-my-openagents-systemPrompt.ts"), name="oh-my-openagents", language="typescript")
+def test_oh_my_openagents_without_its_grant_fails_open(api_client, install, examples):
+    install(examples.read("oh-my-openagents-systemPrompt.ts"), name="oh-my-openagents", language="typescript")
     body = execute(api_client, "systemPrompt", PROMPT)
     assert body["value"] == "base"
     (trace,) = body["trace"]

@@ -25,13 +25,14 @@ def test_each_typescript_starter_type_checks_with_the_sdks_types(hook):
 
 def test_the_completion_table_covers_tools_host_and_web_globals():
     from plugins_app.admin.plugins.starters import completions
-    from plugins_app.runtime.tables.sdk_types import HOST_MEMBERS, middleware_d_ts
+    from plugins_app.runtime.tables.members import HOST_MEMBERS
+    from plugins_app.runtime.tables.sdk_types import middleware_d_ts
 
     table = completions()
     assert [t["label"] for t in table["tools"]] == ["cancel"]
     assert f"  {table['tools'][0]['detail']};" in middleware_d_ts()   # the SDK's own signature
     assert set(table["cancellable"]) == {name for name, spec in HOOKS.items() if spec.cancellable}
-    assert {h["path"] for h in table["host"]} == {m.path for m in HOST_MEMBERS} and "config" in {
+    assert {h["path"] for h in table["host"]} == {m.name for m in HOST_MEMBERS} and "config" in {
         h["path"] for h in table["host"]}
     globals_ = {g["label"]: g["detail"] for g in table["globals"]}
     assert {"setTimeout", "crypto", "URL", "TextEncoder", "structuredClone", "console"} <= set(globals_)

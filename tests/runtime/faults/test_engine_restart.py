@@ -95,37 +95,37 @@ def test_calls_waiting_in_line_on_an_engine_that_dies_run_on_its_replacement(one
     assert sum(r.cancellation is not None for r in results) >= 5
 
 
-def _kill_the_private_engine(before: set[str]) -> None:
-    """Kills the private engine that appears after `before` was listed, once it has run a while."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        for pid in set(os.listdir("/proc")) - before:
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                    if b"plugins_app.runtime.engine.process" not in cmdline.read():
-                        continue
-                time.sleep(0.8)   # the spinning chain has started by now
-                os.kill(int(pid), signal.SIGKILL)
-                return
-            except (FileNotFoundError, ProcessLookupError, ValueError):
-                continue
-        time.sleep(0.05)
+def _kill_the_private_engine(started: list, slow: threading.Event) -> None:
+    """Kills the private engine started last, once it has reported the spinning handler holding its
+    isolate (the engine's `slow` notice)."""
+    assert slow.wait(30), "the private engine never reported the spinning handler"
+    os.kill(started[-1].proc.pid, signal.SIGKILL)
 
 
-def test_private_engines_that_die_give_their_places_back(one_engine, make_handler):
+def test_private_engines_that_die_give_their_places_back(one_engine, make_handler, monkeypatch):
     # A chain nested inside a host call runs on a private engine; one that dies must not keep its
     # place, or after MAX_PRIVATE_ENGINES deaths every nested chain fails with PoolExhausted.
     from plugins_app.runtime.web import tier as tier_module
 
+    started = []
+
+    class Recorded(tier_module.PrivateEngine):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    monkeypatch.setattr(tier_module, "PrivateEngine", Recorded)
     _, tier = one_engine
     spin = make_handler("globalThis.middleware.systemPrompt = async (c) => {"
                         " const t = Date.now(); while (Date.now() - t < 3000) {} return c.systemPrompt; };")
     for _ in range(tier_module.MAX_PRIVATE_ENGINES + 1):
-        killer = threading.Thread(target=_kill_the_private_engine, args=(set(os.listdir("/proc")),))
+        slow = threading.Event()
+        killer = threading.Thread(target=_kill_the_private_engine, args=(started, slow))
         killer.start()
         tier._local.depth = 1   # as inside a host call: the chain goes to a private engine
         try:
-            result = run_chain(tier, "nested", HOOKS["systemPrompt"], [spin], PROMPT_CONTEXT, cpu_ms=10_000)
+            result = run_chain(tier, "nested", HOOKS["systemPrompt"], [spin], PROMPT_CONTEXT, cpu_ms=10_000,
+                               on_slow=lambda handler, slow=slow: slow.set())
         finally:
             tier._local.depth = 0
         killer.join(15)

@@ -21,21 +21,32 @@ def _priorities(pid: int) -> set[tuple[int, int]]:
     """Each thread's (nice, scheduling policy): fields 19 and 41 of its stat."""
     seen = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
-        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()   # from field 3 on
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()   # from field 3 on
+        except FileNotFoundError:   # a thread that ended meanwhile
+            continue
         seen.add((int(fields[16]), int(fields[38])))
     return seen
 
 
 def _while_running(tier, handler, account):
-    """The engine's thread priorities sampled while `handler`'s chain runs, and after it ended."""
-    pid = tier.ping(tier.engines[0])["pid"]
+    """The engine's thread priorities, every sample from when the engine reports `handler`'s chain
+    running until the chain answers, and after it ended."""
+    engine = tier.engines[0]
+    pid = tier.ping(engine)["pid"]
     results = []
     call = threading.Thread(target=lambda: results.append(
         run_chain(tier, account, HOOKS["systemPrompt"], [handler], PROMPT_CONTEXT)))
     call.start()
-    time.sleep(0.4)   # past the first tenth of a second, well before the end
-    during = _priorities(pid)
-    call.join(10)
+    deadline = time.monotonic() + 10
+    while tier.ping(engine)["running"] != account:
+        assert call.is_alive() and time.monotonic() < deadline, "the engine never reported the chain running"
+        time.sleep(0.01)
+    during: set[tuple[int, int]] = set()
+    while call.is_alive():   # until the chain answers
+        assert time.monotonic() < deadline, "the chain never answered"
+        during |= _priorities(pid)
+        time.sleep(0.01)
     deadline = time.monotonic() + 10   # the engine gives the priority back right after answering
     while (after := _priorities(pid)) != {(0, os.SCHED_OTHER)} and time.monotonic() < deadline:
         time.sleep(0.05)

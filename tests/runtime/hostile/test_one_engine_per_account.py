@@ -32,47 +32,51 @@ def test_the_board_shows_another_engines_long_chain_of_the_account_and_not_its_o
         os.close(fd)
 
 
-def test_an_account_whose_home_engine_frees_up_does_not_take_it_while_it_holds_another(tmp_path):
-    """Routing alone keeps an account's calls off engines that run its own chain; the board also
-    stops it taking its home engine back while its chain holds another one it was sent to."""
+def test_sleeping_chains_hold_no_engine_and_a_computing_one_is_shown_on_the_board(tmp_path):
+    """Issue 38: a chain parked at an await holds nothing, so one account's many sleeping calls stay on
+    its home engine (none is busy, nothing spreads to the others), and the board shows an account only
+    while its turn computes."""
     supervisor = Supervisor(tmp_path / "engines", engines=3, lane=1).start()
     tier = tier_for(supervisor.describe())
     try:
-        def handler(ms, n):
-            source = (f"globalThis.middleware.systemPrompt = async (c) => {{"
-                      f" await new Promise((r) => setTimeout(r, {ms})); return c.systemPrompt + ' slept'; }};")
+        def handler(source, n):
             compiled = tier.compile(source, "javascript")
             assert not compiled["errors"], compiled["errors"]
             return Handler(str(n), f"p{n}", f"h{n}", compiled["code"], {})
 
         spec = HOOKS["systemPrompt"]
+        sleeper = handler("globalThis.middleware.systemPrompt = async (c) => {"
+                          " await new Promise((r) => setTimeout(r, 1500)); return c.systemPrompt + ' slept'; };", 1)
+        burner = handler("globalThis.middleware.systemPrompt = async (c) => {"
+                         " const t = Date.now(); while (Date.now() - t < 900) {} return c.systemPrompt + ' burnt'; };", 2)
         home = tier.order("sleeper")[0]
-        other = next(f"other-{i}" for i in range(1000) if tier.order(f"other-{i}")[0] == home)
-        short, long = handler(600, 1), handler(2000, 2)
         results = []
 
         def call(account, h):
             results.append(run_chain(tier, account, spec, [h], PROMPT_CONTEXT))
             tier.shutdown()   # this thread's links
 
-        threads = [threading.Thread(target=call, args=(other, short))]   # holds the sleeper's home engine
-        threads[0].start()
-        time.sleep(0.2)
-        threads.append(threading.Thread(target=call, args=("sleeper", long)))   # so it runs on the next one
-        threads[1].start()
-        threads[0].join(10)   # the home engine is free again
-        time.sleep(0.1)
-        threads.append(threading.Thread(target=call, args=("sleeper", long)))
-        threads[2].start()
-        time.sleep(0.3)
-        shared = {address: tier.ping(address)["running"] for address in tier.engines}
-        lane = tier.ping(tier.lane[0])["running"]
+        threads = [threading.Thread(target=call, args=("sleeper", sleeper)) for _ in range(6)]
         for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 20
+        # All six parked (a start that found the home engine's thread busy a moment went to the next).
+        while sum((statuses := [tier.ping(a) for a in tier.engines])[i]["inFlight"] for i in range(3)) < 6:
+            assert time.monotonic() < deadline, statuses
+            time.sleep(0.02)
+        assert tier.ping(home)["inFlight"] >= 1
+        for status in statuses:   # parked chains hold no engine: none is busy, none shows on the board
+            assert status["busy"] is False and status["running"] is None
+        burning = threading.Thread(target=call, args=("burner", burner))
+        burning.start()
+        burner_home = tier.order("burner")[0]
+        while tier.ping(burner_home)["running"] != "burner":   # its turn holds that engine's thread
+            assert time.monotonic() < deadline + 10
+            time.sleep(0.02)
+        for thread in [*threads, burning]:
             thread.join(30)
-        assert shared[home] is None
-        assert list(shared.values()).count("sleeper") == 1
-        assert lane == "sleeper"
-        assert sorted(r.value for r in results) == ["base slept"] * 3
+        assert sorted(r.value for r in results) == ["base burnt"] + ["base slept"] * 6
+        assert all(tier.ping(address)["running"] is None for address in tier.engines)
     finally:
         tier.shutdown()
         supervisor.stop()
