@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from plugins_app.runtime.web.chain import Handler, HostError
-from plugins_app.services.host import outbound, ssrf
+from plugins_app.services.host.outbound import Rules, request_parts, send
+from plugins_app.services.host.ssrf import IPAddress, Refused, resolve
 
 FETCH_TIMEOUT_SECONDS = 5.0
 FETCH_MAX_BYTES = 1024 * 1024
@@ -51,20 +52,20 @@ class StandIns:
         url = args[0] if args and isinstance(args[0], str) else ""
         if not self.allow_fetch:
             raise HostError(f"host.fetch (local stand-in): not fetched: {url} (--allow-fetch lets loopback through)")
-        url, method, headers, body = outbound.request_parts(args)
-        return outbound.send(url, method, headers, body, LOOPBACK_RULES)
+        url, method, headers, body = request_parts(args)
+        return send(url, method, headers, body, LOOPBACK_RULES)
 
 
-def _loopback_addresses(host: str, port: int) -> list[ssrf.IPAddress]:
+def _loopback_addresses(host: str, port: int) -> list[IPAddress]:
     """Every address `host` resolves to, when all are loopback (the connection goes to exactly these)."""
-    addresses = ssrf.resolve(host, port)
+    addresses = resolve(host, port)
     for ip in addresses:
         inner = ip.ipv4_mapped if ip.version == 6 else None
         if not (ip.is_loopback or (inner is not None and inner.is_loopback)):
             shown = host if host == str(ip) else f"{host} (resolves to {ip})"
-            raise ssrf.Refused(f"{shown} is not a loopback address; only loopback URLs are fetched locally")
+            raise Refused(f"{shown} is not a loopback address; only loopback URLs are fetched locally")
     return addresses
 
 
-LOOPBACK_RULES = outbound.Rules(_loopback_addresses, FETCH_TIMEOUT_SECONDS, FETCH_MAX_BYTES,
-                                refused="host.fetch (local stand-in) refused")
+LOOPBACK_RULES = Rules(_loopback_addresses, FETCH_TIMEOUT_SECONDS, FETCH_MAX_BYTES,
+                       refused="host.fetch (local stand-in) refused")
