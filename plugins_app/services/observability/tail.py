@@ -3,6 +3,7 @@ to the account's channel while someone listens, and the filtered stream `GET /ap
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +28,8 @@ MAX_STREAMS_PER_ACCOUNT = PROCESS_SHARE.per_account   # in one process
 KEEPALIVE_SECONDS = 5.0   # an idle stream sends a comment this often (and so notices a gone client)
 STATUSES = ("ran", "cancelled", "error", "timeout", "malformed", "quarantined")
 WARNING_STATUSES = {"error", "timeout", "malformed"}
+
+log = logging.getLogger(__name__)
 
 _channel: tail_channel.Channel | None = None
 _channel_lock = threading.Lock()
@@ -137,6 +140,7 @@ class Filters:
 _open: dict[int, int] = {}
 _open_lock = threading.Lock()
 _machine: tail_slots.MachineSlots | None = None
+_warned = False
 
 
 def machine_slots() -> tail_slots.MachineSlots:
@@ -162,6 +166,13 @@ def _admit(account_id: int) -> tail_slots.Slot:
     except tail_slots.Refused as exc:
         _release(account_id)
         raise TooManyRequests(str(exc)) from None
+    except OSError as exc:   # no slot file (HUB_TAIL_DIR unusable): the process's bounds still hold
+        global _warned
+        if not _warned:
+            _warned = True
+            log.warning("live tail: the machine's slots file in %s can't be used (%s); each web process "
+                        "bounds its own streams only", settings.HUB_TAIL.directory, exc)
+        return tail_slots.Slot(None)
     except BaseException:
         _release(account_id)
         raise

@@ -47,9 +47,9 @@ class Share:
 
 class Slot:
     """One stream's hold on a machine slot and on one of its account's; close() (or the process's end)
-    gives both back."""
+    gives both back. Slot(None) holds nothing (no slot file could be used)."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int | None):
         self._fd: int | None = fd
 
     def close(self) -> None:

@@ -215,3 +215,21 @@ def test_past_the_rate_events_are_dropped_and_the_stream_is_told_how_many(tmp_pa
         tail.reset_channel()
     assert [e["type"] for e in events] == ["run", "log", "run", "warning", "dropped", "run", "log", "run", "warning"]
     assert events[4]["count"] == 8
+
+
+def test_without_a_usable_slot_file_the_process_bounds_still_hold_and_it_says_so_once(settings, caplog,
+                                                                                       monkeypatch, tmp_path):
+    # The Redis channel needs no folder; one that can't be created costs the machine-wide count, not the tail.
+    settings.HUB_TAIL = replace(settings.HUB_TAIL, channel="file", directory="/proc/hub-tail-unusable")
+    monkeypatch.setattr(tail, "get_channel", lambda: tail_channel.FileChannel(tmp_path))
+    monkeypatch.setattr(tail, "_warned", False)
+    opened = [tail.open_stream(1, tail.Filters()) for _ in range(tail.MAX_STREAMS_PER_ACCOUNT)]
+    try:
+        with pytest.raises(tail.TooManyRequests, match="its share"):
+            tail.open_stream(1, tail.Filters())
+        opened.append(tail.open_stream(2, tail.Filters()))
+    finally:
+        for stream in opened:
+            stream.close()
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
+    assert "can't be used" in caplog.records[0].message
