@@ -1,17 +1,15 @@
 """`hub dev`'s host members: local stand-ins that say what would be called and answer like an empty hub
-(no agents, no files, no messages); host.fetch reaches loopback only, and only with --allow-fetch."""
+(no agents, no files, no messages); host.fetch reaches loopback only, and only with --allow-fetch, by the
+hub's own request rules (services/host/outbound.py: no redirect followed, no proxy, checked addresses)."""
 
 from __future__ import annotations
 
-import ipaddress
-import socket
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from plugins_app.runtime.web.chain import Handler, HostError
+from plugins_app.services.host.outbound import Rules, request_parts, send
+from plugins_app.services.host.ssrf import IPAddress, Refused, resolve
 
 FETCH_TIMEOUT_SECONDS = 5.0
 FETCH_MAX_BYTES = 1024 * 1024
@@ -52,30 +50,22 @@ class StandIns:
 
     def _fetch(self, args: list) -> dict:
         url = args[0] if args and isinstance(args[0], str) else ""
-        init = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
         if not self.allow_fetch:
             raise HostError(f"host.fetch (local stand-in): not fetched: {url} (--allow-fetch lets loopback through)")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname or not _loopback(parts.hostname):
-            raise HostError(f"host.fetch (local stand-in): only loopback URLs are fetched locally, not {url}")
-        body = init.get("body")
-        request = urllib.request.Request(url, method=str(init.get("method", "GET")).upper(),
-                                         data=body.encode() if isinstance(body, str) else None,
-                                         headers={str(k): str(v) for k, v in (init.get("headers") or {}).items()})
-        try:
-            with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_SECONDS) as response:
-                raw, status, headers = response.read(FETCH_MAX_BYTES), response.status, response.getheaders()
-        except urllib.error.HTTPError as exc:
-            raw, status, headers = exc.read(FETCH_MAX_BYTES), exc.code, list(exc.headers.items())
-        except OSError as exc:
-            raise HostError(f"host.fetch: {parts.hostname} failed: {exc}") from None
-        return {"status": status, "headers": {k.lower(): v for k, v in headers},
-                "body": raw.decode("utf-8", errors="replace")}
+        url, method, headers, body = request_parts(args)
+        return send(url, method, headers, body, LOOPBACK_RULES)
 
 
-def _loopback(hostname: str) -> bool:
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(hostname, None)}
-    except OSError:
-        return False
-    return bool(addresses) and all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses)
+def _loopback_addresses(host: str, port: int) -> list[IPAddress]:
+    """Every address `host` resolves to, when all are loopback (the connection goes to exactly these)."""
+    addresses = resolve(host, port)
+    for ip in addresses:
+        inner = ip.ipv4_mapped if ip.version == 6 else None
+        if not (ip.is_loopback or (inner is not None and inner.is_loopback)):
+            shown = host if host == str(ip) else f"{host} (resolves to {ip})"
+            raise Refused(f"{shown} is not a loopback address; only loopback URLs are fetched locally")
+    return addresses
+
+
+LOOPBACK_RULES = Rules(_loopback_addresses, FETCH_TIMEOUT_SECONDS, FETCH_MAX_BYTES,
+                       refused="host.fetch (local stand-in) refused")

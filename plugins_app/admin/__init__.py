@@ -10,6 +10,7 @@ from plugins_app.admin.secrets import pages as secret_pages  # noqa: F401
 from plugins_app.admin.ssh import hosts, turns  # noqa: F401
 from plugins_app.admin.versions import pages  # noqa: F401
 
+from . import initial_data
 from .scoping import (
     AccountScopedAdmin,
     AccountScopedTabularInline,
@@ -20,6 +21,7 @@ admin.site.site_header = "Middleware Hub"
 admin.site.site_title = "Middleware Hub"
 admin.site.index_title = "Plugins, chains and audit trails"
 home.install(admin.site)
+initial_data.guard(admin.site)   # last: every app's admins are registered by now
 
 __all__ = ["AccountScopedAdmin", "AccountScopedTabularInline",
            "ReadOnlyAccountScopedAdmin"]

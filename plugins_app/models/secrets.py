@@ -29,8 +29,9 @@ class Secret(models.Model):
     name = models.CharField(max_length=64, validators=[RegexValidator(f"^{NAME_PATTERN}$")],
                             help_text="Plugins write {{secret.NAME}}; A-Z, 0-9 and _, starting with a letter.")
     value_encrypted = models.BinaryField(editable=False)
-    allowed_hosts = models.JSONField(default=list, help_text="Hosts the value may be sent to: exact names, "
-                                                             "addresses, or *.suffix for subdomains.")
+    allowed_hosts = models.JSONField(default=list, help_text="Where the value may be sent: exact names, "
+                                                             "addresses, or *.suffix for subdomains, each https on "
+                                                             "443 unless it names http:// or a :port.")
     description = models.CharField(max_length=500, blank=True)
     set_by = models.CharField(max_length=150, blank=True, editable=False,
                               help_text="The user or API key that last set the value.")

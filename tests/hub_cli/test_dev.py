@@ -150,3 +150,80 @@ def test_a_warning_names_the_authors_line_in_typescript_and_javascript(cli, tmp_
     js_run = json.loads(cli("unused", "dev", str(javascript), "--samples", "--json").stdout)["runs"][0]
     assert ts_run["trace"][0]["status"] == "error" and ts_run["trace"][0]["warning"].endswith("(line 7)")
     assert js_run["trace"][0]["warning"].endswith("(line 2, column 8)")
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Records each request; /redirect answers 302 to the server's `to`, anything else 200."""
+
+    def do_GET(self):
+        self.server.seen.append(self.path)
+        if self.path.endswith("/redirect"):
+            self.send_response(302)
+            self.send_header("Location", self.server.to)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = b"reached " + self.path.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def _recorder(to: str = "") -> http.server.ThreadingHTTPServer:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    server.seen, server.to = [], to
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_allow_fetch_follows_no_redirect_honours_no_proxy_and_reaches_loopback_only(cli, tmp_path):
+    # As the hub's host.fetch: a 30x is the answer, proxy variables are ignored, other addresses refused.
+    target, proxy = _recorder(), _recorder()
+    origin = _recorder(to=f"http://127.0.0.1:{target.server_port}/target")
+    plugin = tmp_path / "redirected.js"
+    plugin.write_text("globalThis.middleware.systemPrompt = async (c) => {\n"
+                      f"  const r = await host.fetch('http://127.0.0.1:{origin.server_port}/redirect');\n"
+                      "  let far; try { await host.fetch('http://192.0.2.1/'); far = 'fetched'; }\n"
+                      "  catch (e) { far = String(e && e.message || e); }\n"
+                      "  return JSON.stringify({status: r.status, location: r.headers['location'], far});\n};\n")
+    proxy_url = f"http://127.0.0.1:{proxy.server_port}"
+    try:
+        run = json.loads(cli("unused", "dev", str(plugin), "--samples", "--allow-fetch", "--json",
+                             HTTP_PROXY=proxy_url, http_proxy=proxy_url, HTTPS_PROXY=proxy_url,
+                             ALL_PROXY=proxy_url, NO_PROXY="", no_proxy="").stdout)["runs"][0]
+    finally:
+        for server in (target, proxy, origin):
+            server.shutdown()
+    assert run["trace"][0]["status"] == "ran", run
+    answer = json.loads(run["after"])
+    assert answer["status"] == 302 and answer["location"] == f"http://127.0.0.1:{target.server_port}/target"
+    assert "192.0.2.1 is not a loopback address" in answer["far"]
+    assert origin.seen == ["/redirect"] and target.seen == [] and proxy.seen == []
+
+
+def test_the_stand_in_fetches_by_the_hubs_rules_in_process(monkeypatch):
+    from hub_cli.standins import StandIns
+    from plugins_app.runtime.web.chain import HostError
+
+    target, proxy = _recorder(), _recorder()
+    origin = _recorder(to=f"http://127.0.0.1:{target.server_port}/target")
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.server_port}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    try:
+        host = StandIns(allow_fetch=True)
+        answer = host(None, "fetch", [f"http://127.0.0.1:{origin.server_port}/redirect"])
+        with pytest.raises(HostError, match="only http:// and https://"):
+            host(None, "fetch", ["file:///etc/passwd"])
+        with pytest.raises(HostError, match="method must be one of"):
+            host(None, "fetch", [f"http://127.0.0.1:{origin.server_port}/", {"method": "TRACE"}])
+    finally:
+        for server in (target, proxy, origin):
+            server.shutdown()
+    assert answer["status"] == 302 and answer["headers"]["location"].endswith("/target")
+    assert origin.seen == ["/redirect"] and target.seen == [] and proxy.seen == []

@@ -7,7 +7,9 @@ from django.utils.text import slugify
 from hub_cli.files import slug_of
 from tests.middleware_hub.test_dependencies import imported_modules
 
-ALLOWED = ("plugins_app.runtime", "plugins_app.services.execution.hook_samples")
+# The hub's request rules (Django-free), so `hub dev --allow-fetch` fetches as host.fetch does.
+ALLOWED = ("plugins_app.runtime", "plugins_app.services.execution.hook_samples", "plugins_app.services.host.outbound",
+           "plugins_app.services.host.ssrf")
 
 
 def test_the_cli_imports_no_django_and_only_the_runtime_of_the_hub():

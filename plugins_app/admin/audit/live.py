@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
@@ -29,6 +29,21 @@ def live_page(modeladmin, request):
         **modeladmin.admin_site.each_context(request), "opts": modeladmin.opts, "title": "Live",
         "accounts": _accounts(request), "hooks": HOOK_NAMES, "statuses": tail.STATUSES,
         "stream_url": reverse("admin:plugins_app_cancellog_live_stream")})
+
+
+# What json.dumps leaves as it is but HTML would read as markup, were the answer ever taken for HTML.
+_HTML_SAFE_JSON = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
+
+
+def error_answer(exc: HubError) -> HttpResponse:
+    """A stream's refusal as the API's JSON error (never text/html): the message may quote what was asked
+    for (an unknown hook, say), so markup in it is escaped as well."""
+    body = json.dumps({"error": {"code": exc.default_code,
+                                 "message": str(exc.detail), "field": exc.extra.get("field")}})
+    response = HttpResponse(body.translate(_HTML_SAFE_JSON), status=exc.status_code,
+                            content_type="application/json")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 class _Events:
@@ -54,7 +69,7 @@ def live_stream(modeladmin, request):
     try:
         stream = tail.open_stream(account.pk, tail.Filters.parse(request.GET))
     except HubError as exc:
-        return HttpResponseBadRequest(str(exc.detail), status=exc.status_code)
+        return error_answer(exc)
     response = StreamingHttpResponse(_Events(stream), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

@@ -73,8 +73,10 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
             raise PermissionDenied
         try:
             changelist = self.get_changelist_instance(request)
-        except IncorrectLookupParameters as exc:
-            return HttpResponseBadRequest(f"invalid filter: {exc}")
+        except IncorrectLookupParameters:
+            # Not quoted back: the filter's value is whatever the address says.
+            return HttpResponseBadRequest("a filter in the address is not valid; open the cancel log to see which",
+                                          content_type="text/plain; charset=utf-8")
         rows = changelist.queryset.select_related("account").iterator(chunk_size=500)
         writer = csv.writer(_Echo())
 

@@ -61,6 +61,8 @@ class HookFilter(_RequiredChoiceFilter):
         return [(name, f"{name} ({counts[name]})" if name in counts else name) for name in HOOK_NAMES]
 
 
+PLAIN = "text/plain; charset=utf-8"   # the drag's answers are read by script, never rendered as HTML
+
 # What the chain page says of each installation's part in the chain (a quarantined one is never "enabled").
 STATE_WORDS = {"enabled": "enabled", "disabled": "disabled (skipped, keeps its place)",
                "shadow": "in shadow (runs after the chain on a copy; never applied)",
@@ -145,18 +147,18 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
             items = json.loads(request.body)["updatedItems"]
             positions = {int(pk): int(position) for pk, position in items}
         except (ValueError, KeyError, TypeError):
-            return HttpResponseBadRequest("expected {\"updatedItems\": [[id, position], ...]}")
+            return HttpResponseBadRequest("expected {\"updatedItems\": [[id, position], ...]}", content_type=PLAIN)
         entries = list(self.get_queryset(request).filter(pk__in=positions).select_related("account"))
         chains_hit = {(e.account_id, e.hook) for e in entries}
         if len(entries) != len(positions) or len(chains_hit) != 1:
-            return HttpResponseBadRequest("the moved entries must all be in one chain you can see")
+            return HttpResponseBadRequest("the moved entries must all be in one chain you can see", content_type=PLAIN)
         if not self.has_change_permission(request, entries[0]):
             raise PermissionDenied
         try:
             admin_ops.apply_positions(entries[0].account, entries[0].hook, positions)
         except HubError as exc:
-            return HttpResponseBadRequest(str(exc.detail))
-        return HttpResponse(f"Updated {len(positions)} items")
+            return HttpResponseBadRequest(str(exc.detail), content_type=PLAIN)
+        return HttpResponse(f"Updated {len(positions)} items", content_type=PLAIN)
 
     @admin.display(description="#")
     def place(self, obj):

@@ -16,6 +16,12 @@ from plugins_app.services.secrets import store
 FORM_FIELDS = {"name": "name", "value": "new_value", "allowedHosts": "allowed_hosts", "description": "description"}
 
 
+HOSTS_HELP = ("One per line: api.example.com, an address, or *.example.com for its subdomains. Each binds a scheme "
+              "and a port: a bare host is https on port 443 only; write api.example.com:8443 for another port, or "
+              "http://127.0.0.1:8080 for plain http (http://host alone is port 80). host.fetch sends the value "
+              "to these only.")
+
+
 class HostsField(forms.CharField):
     """allowedHosts as text: one host per line (or comma-separated)."""
 
@@ -35,8 +41,7 @@ class SecretForm(forms.ModelForm):
         label="Value", required=False, strip=False,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Write-only: stored encrypted and never shown again. Leave empty to keep the stored value.")
-    allowed_hosts = HostsField(help_text="One per line: api.example.com, an address, or *.example.com for its "
-                                         "subdomains. host.fetch sends the value to these hosts only.")
+    allowed_hosts = HostsField(help_text=HOSTS_HELP)
 
     class Meta:
         model = Secret

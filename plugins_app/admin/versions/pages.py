@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
 
 from plugins_app.admin.plugins.starters import completions, starters
 from plugins_app.admin.scoping import ReadOnlyAccountScopedAdmin, admin_account_ids, is_operator
+from plugins_app.admin.versions.diff import side_by_side
 from plugins_app.admin.versions.forms import DraftForm
 from plugins_app.errors import CompileFailed, HubError
 from plugins_app.models import Installation, PluginVersion
 from plugins_app.services.versions import releases as versions
 from plugins_app.services.versions import shadow
-
-DIFF_CONTEXT_LINES = 3
 
 
 def may_deploy(request, installation: Installation) -> bool:
@@ -33,12 +30,10 @@ def history_url(installation_id) -> str:
     return reverse("admin:plugins_app_pluginversion_installation", args=[installation_id])
 
 
-def line_diff(older: PluginVersion, newer: PluginVersion) -> str:
-    """A side-by-side line diff of two versions' sources (difflib's HtmlDiff escapes the text)."""
-    table = difflib.HtmlDiff(wrapcolumn=90).make_table(
-        older.source.splitlines(), newer.source.splitlines(), f"version {older.number}", f"version {newer.number}",
-        context=True, numlines=DIFF_CONTEXT_LINES)
-    return mark_safe(table)
+def line_diff(older: PluginVersion, newer: PluginVersion):
+    """A side-by-side line diff of two versions' sources, escaped, in bounded work; None when one is too
+    large to diff here (the page offers both sources to download instead)."""
+    return side_by_side(older.source, newer.source, f"version {older.number}", f"version {newer.number}")
 
 
 @admin.register(PluginVersion)
@@ -67,6 +62,8 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
             path("installation/<str:installation_id>/shadow/", view(self.shadow_view), name="{}_{}_shadow".format(*info)),
             path("installation/<str:installation_id>/promote/", view(self.promote_view),
                  name="{}_{}_promote".format(*info)),
+            path("installation/<str:installation_id>/source/<str:number>/", view(self.source_view),
+                 name="{}_{}_source".format(*info)),
             *super().get_urls(),
         ]
 
@@ -143,7 +140,23 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
         new = by_number.get(request.GET.get("b", ""), default_new)
         if old is None or new is None:
             return {}
-        return {"diff_old": old, "diff_new": new, "diff": line_diff(old, new) if old.source != new.source else None}
+        if old.source == new.source:
+            return {"diff_old": old, "diff_new": new, "diff": None}
+        table = line_diff(old, new)
+        lines = max(len(old.source.splitlines()), len(new.source.splitlines()))
+        return {"diff_old": old, "diff_new": new, "diff": table, "diff_too_large": lines if table is None else None}
+
+    def source_view(self, request, installation_id, number):
+        """One version's source as a file to download (what the page offers when a diff is too large)."""
+        installation = self._installation(request, installation_id)
+        version = installation.versions.filter(number=number).first() if str(number).isdigit() else None
+        if version is None:
+            raise Http404("no such version")
+        extension = "ts" if version.language == "typescript" else "js"
+        response = HttpResponse(version.source, content_type="text/plain; charset=utf-8")
+        response["Content-Disposition"] = (f'attachment; filename="{installation.plugin.slug}-v{version.number}'
+                                           f'.{extension}"')
+        return response
 
     def draft_view(self, request, installation_id):
         installation = self._installation(request, installation_id)

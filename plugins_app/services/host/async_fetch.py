@@ -19,11 +19,12 @@ from plugins_app.services.execution.async_host_bridge import async_member, in_ho
 from plugins_app.services.execution.host_bridge import HostCall
 from plugins_app.services.host import fetch as sync_fetch
 from plugins_app.services.host import ssrf
-from plugins_app.services.host.fetch import CHUNK
+from plugins_app.services.host.outbound import CHUNK
+from plugins_app.services.secrets.hosts import Target
 
 # As fetch.Injector, awaited: the secrets are read from the database on a host thread (the request's own,
 # served by WSGI: see async_host_bridge.in_host_thread).
-AsyncInjector = Callable[[str, str, dict, str | None], Awaitable[tuple[str, dict, str | None]]]
+AsyncInjector = Callable[[Target, str, dict, str | None], Awaitable[tuple[str, dict, str | None]]]
 # httpx's own defaults, which http.client does not send; the plugin's headers, Host and
 # Accept-Encoding: identity (as http.client sends it) go instead.
 _CLIENT_DEFAULTS = ("accept", "accept-encoding", "connection", "user-agent")
@@ -60,7 +61,8 @@ async def fetch_url_async(url: str, method: str = "GET", headers: dict | None = 
         raise sync_fetch.refused(exc) from None
     headers = headers or {}
     if inject is not None:   # after the guard, for the very host name it resolved and we connect to
-        target, headers, body = await inject(hostname, target, headers, sync_fetch.text_body(body))
+        target, headers, body = await inject(Target(parts.scheme, hostname, port), target, headers,
+                                             sync_fetch.text_body(body))
     payload = sync_fetch.payload_of(body)
     deadline = time.monotonic() + sync_fetch.time_limit()   # as the sync fetch's: from here, before connecting
     async with _client(parts.scheme) as client:
@@ -134,8 +136,8 @@ async def _read_body(response: httpx.Response, hostname: str, deadline: float) -
 
 
 def _secret_injector(call: HostCall, names: list[str]) -> AsyncInjector:
-    async def inject(host: str, target: str, headers: dict, body: str | None) -> tuple[str, dict, str | None]:
-        values = await in_host_thread(call.secrets.for_request, "host.fetch", call.handler, names, host)
+    async def inject(where: Target, target: str, headers: dict, body: str | None) -> tuple[str, dict, str | None]:
+        values = await in_host_thread(call.secrets.for_request, "host.fetch", call.handler, names, where)
         return sync_fetch.with_secrets(values, target, headers, body)
     return inject
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.client
 import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from urllib.parse import SplitResult, quote, urlsplit
 
 from django.conf import settings
@@ -13,87 +13,16 @@ from django.conf import settings
 from plugins_app.runtime.tables.permissions import secret_names
 from plugins_app.runtime.web.chain import HostError
 from plugins_app.services.execution.host_bridge import HostCall, member
-from plugins_app.services.host import ssrf
+from plugins_app.services.host import outbound, ssrf
 from plugins_app.services.secrets.egress import substitute
-
-METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-MAX_REQUEST_BODY = 1024 * 1024
-MAX_URL_CHARS = 8192
-CHUNK = 64 * 1024
-# Set by the hub from the address it checked; a plugin may not override them.
-RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
+from plugins_app.services.secrets.hosts import Target
 
 
-def _request_parts(args: list) -> tuple[str, str, dict, str | None]:
-    url = args[0] if args else None
-    init = args[1] if len(args) > 1 and args[1] is not None else {}
-    if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
-        raise HostError(f"host.fetch: expected a URL of at most {MAX_URL_CHARS} characters")
-    if not isinstance(init, dict):
-        raise HostError("host.fetch: init must be an object {method, headers, body}")
-    method = init.get("method", "GET")
-    if not isinstance(method, str) or method.upper() not in METHODS:
-        raise HostError(f"host.fetch: method must be one of {', '.join(sorted(METHODS))}")
-    headers = init.get("headers") or {}
-    if isinstance(headers, list):
-        headers = dict(pair for pair in headers if isinstance(pair, list) and len(pair) == 2)
-    if not isinstance(headers, dict):
-        raise HostError("host.fetch: headers must be an object of strings")
-    clean = {}
-    for name, value in headers.items():
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise HostError(f"host.fetch: header {name!r} must be a string")
-        value = str(value)
-        if any(c in name + value for c in "\r\n\0") or not name.strip():
-            raise HostError(f"host.fetch: header {name!r} is malformed")
-        if name.lower() not in RESERVED_HEADERS:
-            clean[name] = value
-    body = init.get("body")
-    if body is not None:
-        if not isinstance(body, str):
-            raise HostError("host.fetch: body must be a string (JSON.stringify objects first)")
-        _check_body_size(body.encode())
-    return url, method.upper(), clean, body
-
-
-def _check_body_size(body: bytes) -> bytes:
-    if len(body) > MAX_REQUEST_BODY:
-        raise HostError("host.fetch: the request body is over 1 MiB")
-    return body
-
-
-# Called with the URL's host once the SSRF guard has resolved and checked it, and with the request's
-# path and query, headers and body: answers them as they are to be sent (the secrets put in).
-Injector = Callable[[str, str, dict, str | None], tuple[str, dict, str | None]]
-
-
-def _read_body(response, deadline: float, limit: int, sock) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise HostError("host.fetch: the response did not arrive within the time limit")
-        sock.settimeout(remaining)
-        chunk = response.read1(CHUNK)
-        if not chunk:
-            return b"".join(chunks)
-        total += len(chunk)
-        if total > limit:
-            raise HostError(f"host.fetch: the response body is over {limit} bytes (HUB_FETCH_MAX_BYTES)")
-        chunks.append(chunk)
-
-
-def _decode(raw: bytes, content_type: str) -> str:
-    charset = "utf-8"
-    for part in content_type.split(";")[1:]:
-        key, _, value = part.strip().partition("=")
-        if key.lower() == "charset" and value:
-            charset = value.strip('"')
-    try:
-        return raw.decode(charset, errors="replace")
-    except LookupError:
-        return raw.decode("utf-8", errors="replace")
+def hub_rules() -> outbound.Rules:
+    """The hub's own: public addresses only (unless HUB_FETCH_ALLOW_PRIVATE), its time and size caps."""
+    allow_private = settings.HUB_HOST.fetch_allow_private
+    return outbound.Rules(lambda host, port: ssrf.checked_addresses(host, port, allow_private=allow_private),
+                          min(settings.HUB_HOST.fetch_timeout_seconds, 5.0), settings.HUB_HOST.fetch_max_bytes)
 
 
 def parse_url(url: str) -> tuple[SplitResult, str, int, str]:
@@ -119,7 +48,7 @@ def refused(exc: ssrf.Refused) -> HostError:
 
 
 def payload_of(body: str | bytes | None) -> bytes | None:
-    return _check_body_size(body.encode() if isinstance(body, str) else body) if body is not None else None
+    return outbound._check_body_size(body.encode() if isinstance(body, str) else body) if body is not None else None
 
 
 def text_body(body: str | bytes | None) -> str | None:
@@ -145,11 +74,11 @@ def answer_of(status: int, header_pairs: Iterable[tuple[str, str]], raw: bytes) 
     for name, value in header_pairs:
         key = name.lower()
         merged[key] = f"{merged[key]}, {value}" if key in merged else value
-    return {"status": status, "headers": merged, "body": _decode(raw, merged.get("content-type", ""))}
+    return {"status": status, "headers": merged, "body": outbound._decode(raw, merged.get("content-type", ""))}
 
 
 def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: str | bytes | None = None,
-              inject: Injector | None = None) -> dict:
+              inject: outbound.Injector | None = None) -> dict:
     """Perform one request under the SSRF guard; returns {status, headers, body}."""
     parts, hostname, port, target = parse_url(url)
     try:
@@ -158,7 +87,7 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
         raise refused(exc) from None
     headers = headers or {}
     if inject is not None:   # after the guard, for the very host name it resolved and we connect to
-        target, headers, body = inject(hostname, target, headers, text_body(body))
+        target, headers, body = inject(Target(parts.scheme, hostname, port), target, headers, text_body(body))
     payload = payload_of(body)
     deadline = time.monotonic() + time_limit()
     context = ssl.create_default_context() if parts.scheme == "https" else None
@@ -170,7 +99,7 @@ def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: 
     try:
         conn.request(method, target, body=payload, headers=headers)
         response = conn.getresponse()
-        raw = b"" if method == "HEAD" else _read_body(response, deadline, settings.HUB_HOST.fetch_max_bytes, sock)
+        raw = b"" if method == "HEAD" else outbound._read_body(response, deadline, settings.HUB_HOST.fetch_max_bytes, sock)
     except (OSError, http.client.HTTPException) as exc:
         kind = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
         raise HostError(f"host.fetch: {hostname} failed: {kind}") from None
@@ -191,9 +120,9 @@ def with_secrets(values: dict[str, str], target: str, headers: dict, body: str |
             None if body is None else substitute(body, values))
 
 
-def _secret_injector(call: HostCall, names: list[str]) -> Injector:
-    def inject(host: str, target: str, headers: dict, body: str | None):
-        return with_secrets(call.secrets.for_request("host.fetch", call.handler, names, host), target, headers, body)
+def _secret_injector(call: HostCall, names: list[str]) -> outbound.Injector:
+    def inject(where: Target, target: str, headers: dict, body: str | None) -> tuple[str, dict, str | None]:
+        return with_secrets(call.secrets.for_request("host.fetch", call.handler, names, where), target, headers, body)
     return inject
 
 
@@ -205,14 +134,14 @@ METHOD_OVERRIDES = {"x-http-method-override", "x-http-method", "x-method-overrid
 
 def _plain_read(args: list) -> bool:
     """A GET or HEAD with no body and no method override: what a replay's "live reads" may make."""
-    _, method, headers, body = _request_parts(args)
+    _, method, headers, body = outbound.request_parts(args)
     return (method in ("GET", "HEAD") and body is None
             and not any(name.lower() in METHOD_OVERRIDES for name in headers))
 
 
 def planned(args: list) -> tuple[str, str, dict, str | None, list[str]]:
     """url, method, headers, body and the names of the secrets the request puts in."""
-    url, method, headers, body = _request_parts(args)
+    url, method, headers, body = outbound.request_parts(args)
     names = secret_names("\n".join([url, *headers.values(), body or ""]))
     if names and secret_names(urlsplit(url).netloc):
         raise HostError("host.fetch: a secret can't go in the URL's host; put it in the path, the query, "
@@ -220,7 +149,7 @@ def planned(args: list) -> tuple[str, str, dict, str | None, list[str]]:
     return url, method, headers, body, names
 
 
-@member("fetch", writes=lambda args: _request_parts(args)[1] not in ("GET", "HEAD"), stand_in=STAND_IN,
+@member("fetch", writes=lambda args: outbound.request_parts(args)[1] not in ("GET", "HEAD"), stand_in=STAND_IN,
         live_read=_plain_read)
 def fetch(call: HostCall, args: list) -> dict:
     url, method, headers, body, names = planned(args)

@@ -3,10 +3,12 @@ to the account's channel while someone listens, and the filtered stream `GET /ap
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -14,14 +16,20 @@ from django.conf import settings
 from plugins_app.errors import InvalidInput, TooManyRequests
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
 from plugins_app.services.execution.observers import ChainRun
-from plugins_app.services.observability import tail_channel
+from plugins_app.services.observability import tail_channel, tail_slots
 
 EVENTS_PER_SECOND = 200   # per account and process: every event up to this rate; beyond, counted as dropped
-MAX_STREAMS_PER_ACCOUNT = 4   # open streams of one account in one process (each holds a worker thread)
 MAX_STREAMS_PER_PROCESS = 8   # of gunicorn's 16 threads a worker has: the rest stay for execute calls
+MAX_STREAMS_PER_MACHINE = 16   # every web process of the machine together (a slot file in HUB_TAIL_DIR)
+# One account's share, of a process's streams and of the machine's: at most half, and never the last free
+# ones while it holds one (tail_slots.Share); so two accounts can't hold every slot.
+PROCESS_SHARE = tail_slots.Share.of(MAX_STREAMS_PER_PROCESS)
+MAX_STREAMS_PER_ACCOUNT = PROCESS_SHARE.per_account   # in one process
 KEEPALIVE_SECONDS = 5.0   # an idle stream sends a comment this often (and so notices a gone client)
 STATUSES = ("ran", "cancelled", "error", "timeout", "malformed", "quarantined")
 WARNING_STATUSES = {"error", "timeout", "malformed"}
+
+log = logging.getLogger(__name__)
 
 _channel: tail_channel.Channel | None = None
 _channel_lock = threading.Lock()
@@ -132,16 +140,43 @@ class Filters:
 
 _open: dict[int, int] = {}
 _open_lock = threading.Lock()
+_machine: tail_slots.MachineSlots | None = None
+_warned = False
 
 
-def _admit(account_id: int) -> None:
+def machine_slots() -> tail_slots.MachineSlots:
+    """The machine's slots: a file every web process of the machine opens (whatever the channel)."""
+    global _machine
+    directory = Path(settings.HUB_TAIL.directory)
+    path = directory / "slots.lock"
     with _open_lock:
-        if _open.get(account_id, 0) >= MAX_STREAMS_PER_ACCOUNT:
-            raise TooManyRequests(f"this account already has {MAX_STREAMS_PER_ACCOUNT} live tails open here; "
-                                  "close one first")
-        if sum(_open.values()) >= MAX_STREAMS_PER_PROCESS:
-            raise TooManyRequests("this server is holding as many live tails as it serves; try again shortly")
+        if _machine is None or _machine.path != str(path):
+            directory.mkdir(parents=True, exist_ok=True)
+            _machine = tail_slots.MachineSlots(path, MAX_STREAMS_PER_MACHINE)
+        return _machine
+
+
+def _admit(account_id: int) -> tail_slots.Slot:
+    with _open_lock:
+        reason = PROCESS_SHARE.refusal(_open.get(account_id, 0), sum(_open.values()))
+        if reason:
+            raise TooManyRequests(reason)
         _open[account_id] = _open.get(account_id, 0) + 1
+    try:
+        return machine_slots().take(account_id)
+    except tail_slots.Refused as exc:
+        _release(account_id)
+        raise TooManyRequests(str(exc)) from None
+    except OSError as exc:   # no slot file (HUB_TAIL_DIR unusable): the process's bounds still hold
+        global _warned
+        if not _warned:
+            _warned = True
+            log.warning("live tail: the machine's slots file in %s can't be used (%s); each web process "
+                        "bounds its own streams only", settings.HUB_TAIL.directory, exc)
+        return tail_slots.Slot(None)
+    except BaseException:
+        _release(account_id)
+        raise
 
 
 def _release(account_id: int) -> None:
@@ -153,20 +188,22 @@ def open_stream(account_id: int, filters: Filters) -> TailStream:
     """The account's events as they happen, filtered. Checked and admitted now (a refusal is an error
     answer); iterating it streams until max_seconds; closing it (Django does when the response ends,
     streamed or not) gives its place back."""
-    _admit(account_id)
+    slot = _admit(account_id)
     try:
         subscription = get_channel().subscribe(account_id)
     except Exception:
+        slot.close()
         _release(account_id)
         raise
-    return TailStream(account_id, subscription, filters)
+    return TailStream(account_id, subscription, filters, slot)
 
 
 class TailStream:
     """Events (dicts) and keepalives (None) of one stream."""
 
-    def __init__(self, account_id: int, subscription: tail_channel.Subscription, filters: Filters):
-        self.account_id, self.subscription, self.filters = account_id, subscription, filters
+    def __init__(self, account_id: int, subscription: tail_channel.Subscription, filters: Filters,
+                 slot: tail_slots.Slot | None = None):
+        self.account_id, self.subscription, self.filters, self.slot = account_id, subscription, filters, slot
         self._closed = False
         self._lock = threading.Lock()
 
@@ -192,4 +229,6 @@ class TailStream:
                 return
             self._closed = True
         self.subscription.close()
+        if self.slot is not None:
+            self.slot.close()
         _release(self.account_id)

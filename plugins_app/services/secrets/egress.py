@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from plugins_app.models import Secret
 from plugins_app.runtime.tables.permissions import SECRET_PERMISSION, SECRET_PLACEHOLDER
 from plugins_app.runtime.web.chain import Handler, HostError
-from plugins_app.services.secrets.hosts import host_allowed
+from plugins_app.services.secrets.hosts import Target, target_allowed
 from plugins_app.services.secrets.redaction import Redactor
 
 
@@ -38,9 +38,10 @@ class SecretBox:
         self.redactor.add(secret.name, value)
         return value
 
-    def for_request(self, member: str, handler: Handler, names: list[str], host: str) -> dict[str, str]:
-        """The values of `names` for a request to `host`, checked: granted to the handler, stored in the
-        account, and `host` among each one's allowedHosts. Raises HostError (naming the rule) otherwise."""
+    def for_request(self, member: str, handler: Handler, names: list[str], target: Target) -> dict[str, str]:
+        """The values of `names` for a request to `target` (scheme, host, port), checked: granted to the
+        handler, stored in the account, and `target` allowed by each one's allowedHosts. Raises HostError
+        (naming the rule) otherwise."""
         for name in names:
             if f"secret:{name}" not in handler.granted:
                 raise HostError(f"{member}: {{{{secret.{name}}}}} needs the secret:{name} permission, which an "
@@ -51,10 +52,10 @@ class SecretBox:
             secret = self._loaded.get(name)
             if secret is None:
                 raise HostError(f"{member}: this account has no secret named {name}; nothing was sent")
-            if not host_allowed(host, secret.allowed_hosts):
+            if not target_allowed(target, secret.allowed_hosts):
                 raise HostError(f"{member} refused: secret {name} may only be sent to its allowedHosts "
-                                f"({', '.join(secret.allowed_hosts)}), and {host} is not one of them; "
-                                "nothing was sent")
+                                f"({', '.join(secret.allowed_hosts)}; a bare host is https on port 443), and "
+                                f"{target} is not one of them; nothing was sent")
             try:
                 values[name] = self._value(secret)
             except ValueError as exc:

@@ -1,12 +1,31 @@
-"""A secret's allowedHosts: checked when set, matched against a request's host when it is sent."""
+"""A secret's allowedHosts: checked when set, matched against a request's scheme, host and port when it is sent.
+
+An entry binds a scheme and a port as well as a host: `api.example.com` is https on 443 only;
+`api.example.com:8443` https on 8443; `http://127.0.0.1:8080` plain http on 8080 (`http://host` alone is
+port 80). Stored and answered in that form: a bare host for https on 443, `scheme://host:port` otherwise."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from typing import NamedTuple
 
 MAX_HOSTS = 20
 LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
+DEFAULT_PORTS = {"https": 443, "http": 80}
+SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+class Target(NamedTuple):
+    """Where a request goes (or an entry allows): scheme, host as normalize_host writes it, port."""
+
+    scheme: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
 
 
 def _name_problem(name: str) -> str | None:
@@ -45,33 +64,76 @@ def normalize_host(entry) -> str:
     return host
 
 
+def parse_entry(entry) -> Target:
+    """One allowedHosts entry read: [http:// or https://]host[:port], the scheme https and its port by
+    default; raises ValueError saying what is wrong with it."""
+    if not isinstance(entry, str) or not entry.strip():
+        raise ValueError("expected a non-empty host name")
+    text, scheme = entry.strip(), "https"
+    if match := SCHEME.match(text):
+        scheme, text = match.group(1).lower(), text[match.end():]
+        if scheme not in DEFAULT_PORTS:
+            raise ValueError(f"{entry!r}: the scheme may be https (the default) or http, not {scheme}")
+    if any(c in text for c in "/?#@\\") or not text:
+        raise ValueError(f"{entry!r}: a host with an optional scheme and port only (no path, query or user)")
+    port = DEFAULT_PORTS[scheme]
+    host = text
+    try:
+        ipaddress.ip_address(text)   # a bare IPv6 address: its colons are not a port
+    except ValueError:
+        if text.startswith("["):
+            host, _, rest = text[1:].partition("]")
+            port_text = rest[1:] if rest.startswith(":") else None
+            if rest and port_text is None:
+                raise ValueError(f"{entry!r} is not a host name or [address]:port") from None
+        else:
+            host, _, port_text = text.partition(":") if ":" in text else (text, "", None)
+        if port_text is not None:
+            if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+                raise ValueError(f"{entry!r}: the port must be a number from 1 to 65535") from None
+            port = int(port_text)
+    return Target(scheme, normalize_host(host), port)
+
+
+def format_entry(target: Target) -> str:
+    """The stored form: a bare host for https on 443, scheme://host:port otherwise."""
+    return target.host if (target.scheme, target.port) == ("https", 443) else str(target)
+
+
 def normalize_hosts(entries) -> list[str]:
     """The allowedHosts list checked: 1 to MAX_HOSTS valid entries, without repeats."""
     if not isinstance(entries, list) or not entries:
-        raise ValueError("expected a non-empty array of host names (a secret must be sendable somewhere)")
+        raise ValueError("expected a non-empty array of hosts (a secret must be sendable somewhere)")
     if len(entries) > MAX_HOSTS:
         raise ValueError(f"at most {MAX_HOSTS} hosts")
     clean = []
     for i, entry in enumerate(entries):
         try:
-            clean.append(normalize_host(entry))
+            clean.append(format_entry(parse_entry(entry)))
         except ValueError as exc:
             raise ValueError(f"item {i}: {exc}") from None
     return list(dict.fromkeys(clean))
 
 
-def host_allowed(host: str, allowed: list[str]) -> bool:
-    """`host` (a URL's host name as it is connected to) is one of `allowed`: the same name or address,
-    or a subdomain of a *.suffix entry (not the suffix itself)."""
-    host = host.strip("[]").lower().rstrip(".")
+def target_allowed(target: Target, allowed: list[str]) -> bool:
+    """`target` (the scheme, host name as it is connected to, and port of a request) is allowed by one of
+    `allowed`: the same scheme and port, and the same name or address or a subdomain of a *.suffix entry
+    (not the suffix itself)."""
+    host = target.host.strip("[]").lower().rstrip(".")
     try:
         host = str(ipaddress.ip_address(host))
     except ValueError:
         pass
-    for entry in allowed:
-        if entry.startswith("*."):
-            if host.endswith(entry[1:]) and len(host) > len(entry) - 1:
+    for text in allowed:
+        try:
+            entry = parse_entry(text)
+        except ValueError:
+            continue   # (stored entries were checked when set)
+        if (entry.scheme, entry.port) != (target.scheme, target.port):
+            continue
+        if entry.host.startswith("*."):
+            if host.endswith(entry.host[1:]) and len(host) > len(entry.host) - 1:
                 return True
-        elif host == entry:
+        elif host == entry.host:
             return True
     return False

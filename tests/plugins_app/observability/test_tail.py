@@ -3,6 +3,8 @@ events and the stream's filters (tests/hub_cli/test_tail.py drives the whole thi
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -11,8 +13,9 @@ from plugins_app.errors import InvalidInput
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.runtime.web.chain import Cancellation, ChainResult, HandlerTrace
 from plugins_app.services.execution.observers import ChainRun
-from plugins_app.services.observability import tail, tail_channel
+from plugins_app.services.observability import tail, tail_channel, tail_slots
 from tests.integration.celery_services import wait_until
+from tests.plugins_app.serving import ROOT
 
 
 def test_a_file_ring_carries_lines_between_processes_and_follows_a_rotation(tmp_path, monkeypatch):
@@ -106,31 +109,80 @@ def test_filters_are_checked_and_applied():
     assert only.allows({"type": "dropped", "count": 3})
 
 
-def test_streams_are_bounded_per_account_and_per_process(tmp_path, settings, monkeypatch):
+def test_streams_are_shared_out_per_account_in_a_process(tmp_path, settings, monkeypatch):
     settings.HUB_TAIL = replace(settings.HUB_TAIL, channel="file", directory=str(tmp_path), max_seconds=1)
     tail.reset_channel()
     monkeypatch.setattr(tail_channel, "CHECK_CACHE_SECONDS", 0.0)
-    opened = [tail.open_stream(1, tail.Filters()) for _ in range(tail.MAX_STREAMS_PER_ACCOUNT)]
+    share = tail.MAX_STREAMS_PER_ACCOUNT
+    assert share == tail.MAX_STREAMS_PER_PROCESS // 2
+    opened = [tail.open_stream(1, tail.Filters()) for _ in range(share)]
     try:
-        with pytest.raises(tail.TooManyRequests, match="already has 4 live tails"):
+        with pytest.raises(tail.TooManyRequests, match=f"already holds {share} live tails, its share"):
             tail.open_stream(1, tail.Filters())
-        opened += [tail.open_stream(2 + i, tail.Filters())
-                   for i in range(tail.MAX_STREAMS_PER_PROCESS - tail.MAX_STREAMS_PER_ACCOUNT)]
-        with pytest.raises(tail.TooManyRequests, match="as many live tails as it serves"):
-            tail.open_stream(99, tail.Filters())
+        # A second account may take what is left but the last free one, which stays for others.
+        while True:
+            try:
+                opened.append(tail.open_stream(2, tail.Filters()))
+            except tail.TooManyRequests as exc:
+                assert "stay for accounts that hold none" in str(exc)
+                break
+        assert sum(tail._open.values()) == tail.MAX_STREAMS_PER_PROCESS - 1
+        opened.append(tail.open_stream(3, tail.Filters()))   # a third account still gets one
+        with pytest.raises(tail.TooManyRequests, match="every live tail this server holds is taken"):
+            tail.open_stream(4, tail.Filters())
         events = iter(opened[0])
         assert next(events)["type"] == "ready"
         assert list(events) == [None]   # max_seconds later the stream ends (a keepalive on the way)
-        tail.open_stream(1, tail.Filters()).close()   # its place was given back
         opened[1].close()   # closed without being read (a client gone before the first byte): given back too
-        opened += [tail.open_stream(1, tail.Filters()), tail.open_stream(1, tail.Filters())]
-        with pytest.raises(tail.TooManyRequests):
-            tail.open_stream(1, tail.Filters())
+        assert tail.machine_slots().held() == tail.MAX_STREAMS_PER_PROCESS - 2
+        opened.append(tail.open_stream(4, tail.Filters()))
     finally:
         for stream in opened:
             stream.close()
         tail.reset_channel()
     assert tail._open == {} or set(tail._open.values()) == {0}
+    assert tail.machine_slots().held() == 0
+
+
+HOLDER = """
+import sys
+from plugins_app.services.observability.tail_slots import MachineSlots
+slots = MachineSlots(sys.argv[1], int(sys.argv[2]))
+held = [slots.take(int(sys.argv[3])) for _ in range(int(sys.argv[4]))]
+print(len(held), flush=True)
+sys.stdin.read()   # holds them until the test closes its stdin
+"""
+
+
+def test_the_machines_slots_and_each_accounts_share_hold_across_processes(tmp_path):
+    path, capacity = tmp_path / "slots.lock", 16
+    slots = tail_slots.MachineSlots(path, capacity)
+    share = slots.share
+    assert (share.per_account, share.reserve) == (8, 2)
+    other = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(capacity), "1", "5"], cwd=ROOT,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    held = []
+    try:
+        assert other.stdout.readline().strip() == "5"   # account 1 holds 5 slots in the other process
+        assert slots.held() == 5 and slots.held(1) == 5
+        held += [slots.take(1) for _ in range(3)]   # ...and 3 here: its share of the machine
+        with pytest.raises(tail_slots.Refused, match="its share"):
+            slots.take(1)
+        held += [slots.take(2) for _ in range(6)]   # account 2 up to the reserve
+        with pytest.raises(tail_slots.Refused, match="stay for accounts that hold none"):
+            slots.take(2)
+        held += [slots.take(3), slots.take(4)]      # accounts holding none take the last two
+        assert slots.held() == capacity
+        with pytest.raises(tail_slots.Refused, match="every live tail"):
+            slots.take(5)
+    finally:
+        other.stdin.close()
+        other.wait(30)
+    assert slots.held() == capacity - 5   # the kernel gave the other process's slots back as it ended
+    held.append(slots.take(5))
+    for slot in held:
+        slot.close()
+    assert slots.held() == 0
 
 
 def test_a_stale_marker_stops_counting_and_is_swept(tmp_path, monkeypatch):
@@ -167,3 +219,21 @@ def test_past_the_rate_events_are_dropped_and_the_stream_is_told_how_many(tmp_pa
         tail.reset_channel()
     assert [e["type"] for e in events] == ["run", "log", "run", "warning", "dropped", "run", "log", "run", "warning"]
     assert events[4]["count"] == 8
+
+
+def test_without_a_usable_slot_file_the_process_bounds_still_hold_and_it_says_so_once(settings, caplog,
+                                                                                       monkeypatch, tmp_path):
+    # The Redis channel needs no folder; one that can't be created costs the machine-wide count, not the tail.
+    settings.HUB_TAIL = replace(settings.HUB_TAIL, channel="file", directory="/proc/hub-tail-unusable")
+    monkeypatch.setattr(tail, "get_channel", lambda: tail_channel.FileChannel(tmp_path))
+    monkeypatch.setattr(tail, "_warned", False)
+    opened = [tail.open_stream(1, tail.Filters()) for _ in range(tail.MAX_STREAMS_PER_ACCOUNT)]
+    try:
+        with pytest.raises(tail.TooManyRequests, match="its share"):
+            tail.open_stream(1, tail.Filters())
+        opened.append(tail.open_stream(2, tail.Filters()))
+    finally:
+        for stream in opened:
+            stream.close()
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
+    assert "can't be used" in caplog.records[0].message

@@ -39,7 +39,7 @@ def test_an_admin_sets_a_secret_that_is_never_rendered_back(login, account):
 
 @pytest.mark.parametrize("fields, message", [
     ({"name": "lower"}, "is not a secret name"),
-    ({"allowed_hosts": "https://a.example.com/"}, "not a host name"),
+    ({"allowed_hosts": "https://a.example.com/"}, "no path"),
     ({"new_value": "x" * 9000}, "8 KiB"),
 ])
 def test_bad_input_on_the_page_changes_nothing(login, account, fields, message):
@@ -91,3 +91,13 @@ def test_the_install_page_offers_and_grants_a_secret_the_source_names(login, acc
                                   "grant": ["host:fetch", "secret:TOKEN"], "_install": "1"})
     assert installed.status_code == 302, installed.content.decode()[:3000]
     assert Installation.objects.get().granted_permissions == ["host:fetch", "secret:TOKEN"]
+
+
+def test_the_form_says_an_entry_binds_scheme_and_port_and_keeps_them(login, account):
+    client = login(account.name, "alice", "admin")
+    page = client.get(ADD).content.decode()
+    assert "a bare host is https on port 443 only" in page and "http://127.0.0.1:8080" in page
+    added = client.post(ADD, form(account, allowed_hosts="api.example.com\nHTTP://127.0.0.1:8080\napi.example.com:8443"))
+    assert added.status_code == 302
+    assert Secret.objects.get().allowed_hosts == ["api.example.com", "http://127.0.0.1:8080",
+                                                  "https://api.example.com:8443"]

@@ -52,7 +52,7 @@ def _plugin(template: str, url: str) -> str:
 
 
 def _run_everything(api_client, account, install, site) -> list[tuple[str, str]]:
-    store.set_secret(account, "TOKEN", value=VALUE, allowed_hosts=["127.0.0.1"], description="canary")
+    store.set_secret(account, "TOKEN", value=VALUE, allowed_hosts=[site.url], description="canary")
     store.set_secret(account, "TOKEN", value=VALUE)   # a rotation, for the change log
     url = f"{site.url}/echo"
     for name, template in (("leaker", LEAKER), ("thrower", THROWER), ("vetoer", VETOER)):

@@ -34,7 +34,7 @@ def test_a_setting_naming_a_secret_grants_it(api_client, account, install, setti
     settings.HUB_HOST = replace(settings.HUB_HOST, fetch_allow_private=True)
     site = StubServer(lambda req: (200, {}, (req.headers.get("Authorization") or "").encode()))
     try:
-        store.set_secret(account, "API_TOKEN", value=VALUE, allowed_hosts=["127.0.0.1"])
+        store.set_secret(account, "API_TOKEN", value=VALUE, allowed_hosts=[site.url])
         source = reporter("systemPrompt", f"host.fetch({site.url!r}, {{headers: {{Authorization: "
                                           "'Bearer {{secret.' + host.config.tokenSecret + '}}'}}).then((r) => r.text())")
         installation = install(source, grant=["host:fetch"])

@@ -10,7 +10,7 @@ from django.db import connection
 
 from plugins_app.models import AccountChange, Secret
 from plugins_app.services.secrets import store
-from plugins_app.services.secrets.hosts import host_allowed, normalize_hosts
+from plugins_app.services.secrets.hosts import Target, normalize_hosts, target_allowed
 
 pytestmark = pytest.mark.django_db
 
@@ -81,8 +81,11 @@ def test_the_change_log_records_set_rotate_update_delete_without_the_value(accou
 @pytest.mark.parametrize("entries, message", [
     ([], "non-empty"),
     ("api.example.com", "non-empty array"),
-    (["https://api.example.com"], "not a host name"),
-    (["api.example.com:443"], "not a host name"),
+    (["https://api.example.com/"], "no path"),
+    (["ftp://api.example.com"], "https .* or http"),
+    (["api.example.com:0"], "port must be"),
+    (["api.example.com:65536"], "port must be"),
+    (["[::1]x"], "address.:port"),
     (["*.com"], "two labels"),
     (["api.*.example.com"], "leading"),
     (["exa mple.com"], "not a host name"),
@@ -94,8 +97,12 @@ def test_bad_hosts_are_refused(entries, message):
         normalize_hosts(entries)
 
 
+def host_allowed(host, allowed):
+    return target_allowed(Target("https", host, 443), allowed)
+
+
 def test_hosts_match_exactly_or_as_subdomains_of_a_wildcard():
-    allowed = normalize_hosts(["API.Example.com.", "*.slack.com", "[::1]", "127.0.0.1"])
+    allowed = normalize_hosts(["API.Example.com.", "*.slack.com", "[::1]", "https://127.0.0.1:443"])
     assert allowed == ["api.example.com", "*.slack.com", "::1", "127.0.0.1"]
     assert host_allowed("api.example.com", allowed) and host_allowed("API.EXAMPLE.COM.", allowed)
     assert host_allowed("hooks.slack.com", allowed) and host_allowed("a.b.slack.com", allowed)
@@ -104,3 +111,18 @@ def test_hosts_match_exactly_or_as_subdomains_of_a_wildcard():
     assert not host_allowed("example.com", allowed) and not host_allowed("x.api.example.com", allowed)
     assert host_allowed("::1", allowed) and host_allowed("127.0.0.1", allowed)
     assert not host_allowed("127.0.0.2", allowed)
+
+
+def test_an_entry_binds_a_scheme_and_a_port_https_and_443_unless_it_says_otherwise():
+    allowed = normalize_hosts(["api.example.com", "HTTP://127.0.0.1:8080", "*.slack.com:8443", "http://[::1]"])
+    assert allowed == ["api.example.com", "http://127.0.0.1:8080", "https://*.slack.com:8443", "http://[::1]:80"]
+    assert target_allowed(Target("https", "api.example.com", 443), allowed)
+    assert not target_allowed(Target("http", "api.example.com", 443), allowed)     # not over plain http
+    assert not target_allowed(Target("https", "api.example.com", 8443), allowed)   # nor to another port
+    assert not target_allowed(Target("http", "api.example.com", 80), allowed)
+    assert target_allowed(Target("http", "127.0.0.1", 8080), allowed)
+    assert not target_allowed(Target("http", "127.0.0.1", 8081), allowed)
+    assert not target_allowed(Target("https", "127.0.0.1", 8080), allowed)
+    assert target_allowed(Target("https", "hooks.slack.com", 8443), allowed)
+    assert not target_allowed(Target("https", "hooks.slack.com", 443), allowed)
+    assert target_allowed(Target("http", "::1", 80), allowed) and not target_allowed(Target("https", "::1", 443), allowed)

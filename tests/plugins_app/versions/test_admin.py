@@ -42,7 +42,7 @@ def test_an_admin_drafts_compares_deploys_and_rolls_back(login, install, account
     page = client.get(history(plugin), {"a": "1", "b": "2"})
     html = page.content.decode()
     assert page.status_code == 200 and 'id="version-2"' in html and "Deploy version 2" in html
-    assert 'class="diff"' in html and "first" in html and "second" in html   # difflib's side-by-side table
+    assert 'class="diff"' in html and "first" in html and "second" in html   # the side-by-side table
 
     assert client.post(deploy_url(plugin, 2)).status_code == 302
     assert run_prompt(api_client) == "base-v2"
