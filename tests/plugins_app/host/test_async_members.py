@@ -188,7 +188,7 @@ def fetcher(url, init="{headers: {Authorization: 'Bearer {{secret.TOKEN}}'}}"):
 
 @pytest.mark.django_db(transaction=True)   # the secrets are read on another thread: committed rows
 def test_a_granted_secret_is_put_in_and_the_echo_redacted(account, install, site, local_allowed):
-    store.set_secret(account, "TOKEN", value=VALUE, allowed_hosts=["127.0.0.1"])
+    store.set_secret(account, "TOKEN", value=VALUE, allowed_hosts=[f"http://127.0.0.1:{site.port}"])
     install(fetcher(f"{site.url}/echo/{{{{secret.TOKEN}}}}",
                     "{method: 'POST', headers: {Authorization: 'Bearer {{secret.TOKEN}}'}, body: '{{secret.TOKEN}}'}"),
             grant=["host:fetch", "secret:TOKEN"])
@@ -209,8 +209,8 @@ def test_a_secret_for_another_host_is_refused_as_the_sync_one_refuses_it(account
     result, _ = run_async(account)
     assert site.requests == []
     assert reported(result)["error"] == (
-        "host.fetch refused: secret TOKEN may only be sent to its allowedHosts (api.example.com), and "
-        "127.0.0.1 is not one of them; nothing was sent")
+        "host.fetch refused: secret TOKEN may only be sent to its allowedHosts (api.example.com; a bare host is "
+        f"https on port 443), and http://127.0.0.1:{site.port} is not one of them; nothing was sent")
 
 
 @pytest.mark.django_db(transaction=True)
