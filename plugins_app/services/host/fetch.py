@@ -6,7 +6,7 @@ import http.client
 import ssl
 import time
 from collections.abc import Iterable
-from urllib.parse import SplitResult, quote, urlsplit
+from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 
@@ -25,22 +25,7 @@ def hub_rules() -> outbound.Rules:
                           min(settings.HUB_HOST.fetch_timeout_seconds, 5.0), settings.HUB_HOST.fetch_max_bytes)
 
 
-def parse_url(url: str) -> tuple[SplitResult, str, int, str]:
-    """The URL's parts, host name, port and request target (path and query); HostError when it is
-    not one host.fetch may ask for."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise HostError("host.fetch: only http:// and https:// URLs are allowed")
-    if not parts.hostname:
-        raise HostError("host.fetch: the URL has no host")
-    if parts.username or parts.password:
-        raise HostError("host.fetch: credentials in the URL are not allowed; send an Authorization header")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise HostError("host.fetch: the URL's port is not a number from 0 to 65535") from None
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return parts, parts.hostname, port, target
+parse_url = outbound.parse_url   # the URL's rules are the same for every way host.fetch is made
 
 
 def refused(exc: ssrf.Refused) -> HostError:

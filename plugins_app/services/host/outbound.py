@@ -9,7 +9,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from plugins_app.runtime.web.chain import HostError
 from plugins_app.services.host import ssrf
@@ -107,10 +107,9 @@ def _decode(raw: bytes, content_type: str) -> str:
         return raw.decode("utf-8", errors="replace")
 
 
-def send(url: str, method: str, headers: dict | None, body: str | bytes | None, rules: Rules,
-         inject: Injector | None = None) -> dict:
-    """Perform one request to addresses `rules` allow; returns {status, headers, body}. http.client
-    follows no redirect (a 30x is the answer) and reads no proxy variable."""
+def parse_url(url: str) -> tuple[SplitResult, str, int, str]:
+    """The URL's parts, host name, port and request target (path and query); HostError when it is
+    not one host.fetch may ask for (the hub's fetch, sync and async, and `hub dev`'s alike)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise HostError("host.fetch: only http:// and https:// URLs are allowed")
@@ -122,22 +121,30 @@ def send(url: str, method: str, headers: dict | None, body: str | bytes | None, 
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise HostError("host.fetch: the URL's port is not a number from 0 to 65535") from None
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return parts, parts.hostname, port, target
+
+
+def send(url: str, method: str, headers: dict | None, body: str | bytes | None, rules: Rules,
+         inject: Injector | None = None) -> dict:
+    """Perform one request to addresses `rules` allow; returns {status, headers, body}. http.client
+    follows no redirect (a 30x is the answer) and reads no proxy variable."""
+    parts, hostname, port, target = parse_url(url)
     try:
-        addresses = rules.check_addresses(parts.hostname, port)
+        addresses = rules.check_addresses(hostname, port)
     except ssrf.Refused as exc:
         raise HostError(f"{rules.refused}: {exc}") from None
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = headers or {}
     if inject is not None:   # after the guard, for the very host name it resolved and we connect to
-        target, headers, body = inject(Target(parts.scheme, parts.hostname, port), target, headers,
+        target, headers, body = inject(Target(parts.scheme, hostname, port), target, headers,
                                        body.decode() if isinstance(body, bytes) else body)
     payload = _check_body_size(body.encode() if isinstance(body, str) else body) if body is not None else None
     deadline = time.monotonic() + rules.timeout_seconds
     context = ssl.create_default_context() if parts.scheme == "https" else None
     try:
-        conn = ssrf.connect_pinned(parts.scheme, parts.hostname, port, addresses, deadline, context)
+        conn = ssrf.connect_pinned(parts.scheme, hostname, port, addresses, deadline, context)
     except OSError as exc:
-        raise HostError(f"host.fetch: could not connect to {parts.hostname}:{port}: {exc}") from None
+        raise HostError(f"host.fetch: could not connect to {hostname}:{port}: {exc}") from None
     sock = conn.sock   # kept: http.client drops conn.sock when the server closes after the response
     try:
         conn.request(method, target, body=payload, headers=headers)
@@ -145,7 +152,7 @@ def send(url: str, method: str, headers: dict | None, body: str | bytes | None, 
         raw = b"" if method == "HEAD" else _read_body(response, deadline, rules.max_bytes, sock)
     except (OSError, http.client.HTTPException) as exc:
         kind = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
-        raise HostError(f"host.fetch: {parts.hostname} failed: {kind}") from None
+        raise HostError(f"host.fetch: {hostname} failed: {kind}") from None
     finally:
         conn.close()
     merged: dict[str, str] = {}
