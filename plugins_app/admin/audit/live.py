@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
@@ -15,6 +15,7 @@ from plugins_app.admin.scoping import is_operator, member_account_ids
 from plugins_app.errors import HubError
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
 from plugins_app.services.observability import tail
+from plugins_app.services.observability.streams import event_stream
 
 
 def _accounts(request):
@@ -70,7 +71,4 @@ def live_stream(modeladmin, request):
         stream = tail.open_stream(account.pk, tail.Filters.parse(request.GET))
     except HubError as exc:
         return error_answer(exc)
-    response = StreamingHttpResponse(_Events(stream), content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
+    return event_stream(request, _Events(stream))

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from plugins_app.api.base import AccountView
 from plugins_app.services.observability import tail
+from plugins_app.services.observability.streams import event_stream
 from plugins_app.services.plugins import export
 
 
@@ -57,7 +58,4 @@ class TailView(AccountView):
                                                 ", ".join(tail.STATUSES))])
     def get(self, request: Request) -> StreamingHttpResponse:
         stream = tail.open_stream(self.account.pk, tail.Filters.parse(request.query_params))
-        response = StreamingHttpResponse(_ServerSentEvents(stream), content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"   # a reverse proxy must pass each event on at once
-        return response
+        return event_stream(request, _ServerSentEvents(stream))

@@ -243,10 +243,11 @@ def test_a_chain_runs_out_even_if_its_caller_hangs_up(one_engine, make_handler):
 
 
 def idle_status(tier, address: str) -> dict:
-    """The engine's status once no chain runs on it. An answer can come from the isolate's thread
-    a moment before the engine's loop has kept its books: "running" is a snapshot."""
+    """The engine's status once no chain is in flight or waiting on it. An answer can come from the
+    isolate's thread a moment before the engine's loop has read it: the status is a snapshot."""
     deadline = time.monotonic() + 5
-    while (status := tier.ping(address))["running"] is not None and time.monotonic() < deadline:
+    while ((status := tier.ping(address))["running"] is not None or status["inFlight"] or status["queued"]) \
+            and time.monotonic() < deadline:
         time.sleep(0.01)
     return status
 
