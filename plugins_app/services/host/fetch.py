@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
-import ssl
-import time
-from collections.abc import Iterable
 from urllib.parse import quote, urlsplit
 
 from django.conf import settings
@@ -52,45 +48,13 @@ def host_header(scheme: str, host: str, port: int) -> str:
     return shown if port == (443 if scheme == "https" else 80) else f"{shown}:{port}"
 
 
-def answer_of(status: int, header_pairs: Iterable[tuple[str, str]], raw: bytes) -> dict:
-    """{status, headers, body}: headers lowercased, repeated ones joined with ", "; the body decoded
-    by the Content-Type's charset."""
-    merged: dict[str, str] = {}
-    for name, value in header_pairs:
-        key = name.lower()
-        merged[key] = f"{merged[key]}, {value}" if key in merged else value
-    return {"status": status, "headers": merged, "body": outbound._decode(raw, merged.get("content-type", ""))}
+answer_of = outbound.answer_of   # the async fetch builds its answer the same way
 
 
 def fetch_url(url: str, method: str = "GET", headers: dict | None = None, body: str | bytes | None = None,
               inject: outbound.Injector | None = None) -> dict:
     """Perform one request under the SSRF guard; returns {status, headers, body}."""
-    parts, hostname, port, target = parse_url(url)
-    try:
-        addresses = ssrf.checked_addresses(hostname, port, allow_private=settings.HUB_HOST.fetch_allow_private)
-    except ssrf.Refused as exc:
-        raise refused(exc) from None
-    headers = headers or {}
-    if inject is not None:   # after the guard, for the very host name it resolved and we connect to
-        target, headers, body = inject(Target(parts.scheme, hostname, port), target, headers, text_body(body))
-    payload = payload_of(body)
-    deadline = time.monotonic() + time_limit()
-    context = ssl.create_default_context() if parts.scheme == "https" else None
-    try:
-        conn = ssrf.connect_pinned(parts.scheme, hostname, port, addresses, deadline, context)
-    except OSError as exc:
-        raise HostError(f"host.fetch: could not connect to {hostname}:{port}: {exc}") from None
-    sock = conn.sock   # kept: http.client drops conn.sock when the server closes after the response
-    try:
-        conn.request(method, target, body=payload, headers=headers)
-        response = conn.getresponse()
-        raw = b"" if method == "HEAD" else outbound._read_body(response, deadline, settings.HUB_HOST.fetch_max_bytes, sock)
-    except (OSError, http.client.HTTPException) as exc:
-        kind = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
-        raise HostError(f"host.fetch: {hostname} failed: {kind}") from None
-    finally:
-        conn.close()
-    return answer_of(response.status, response.getheaders(), raw)
+    return outbound.send(url, method, headers, body, hub_rules(), inject)
 
 
 def with_secrets(values: dict[str, str], target: str, headers: dict, body: str | None) -> tuple[str, dict, str | None]:

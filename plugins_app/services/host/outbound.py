@@ -7,7 +7,7 @@ from __future__ import annotations
 import http.client
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
@@ -155,9 +155,14 @@ def send(url: str, method: str, headers: dict | None, body: str | bytes | None, 
         raise HostError(f"host.fetch: {hostname} failed: {kind}") from None
     finally:
         conn.close()
+    return answer_of(response.status, response.getheaders(), raw)
+
+
+def answer_of(status: int, header_pairs: Iterable[tuple[str, str]], raw: bytes) -> dict:
+    """{status, headers, body}: headers lowercased, repeated ones joined with ", "; the body decoded
+    by the Content-Type's charset."""
     merged: dict[str, str] = {}
-    for name, value in response.getheaders():
+    for name, value in header_pairs:
         key = name.lower()
         merged[key] = f"{merged[key]}, {value}" if key in merged else value
-    return {"status": response.status, "headers": merged,
-            "body": _decode(raw, response.getheader("Content-Type") or "")}
+    return {"status": status, "headers": merged, "body": _decode(raw, merged.get("content-type", ""))}
