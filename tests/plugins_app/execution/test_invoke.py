@@ -76,9 +76,10 @@ def test_try_mode(client, install, account, secret, collector):
 
 
 def test_replay_mode(client, install, account, secret, collector):
-    install(VETO, name="veto", grant=["secret:TOKEN"])
+    veto = install(VETO, name="veto", grant=["secret:TOKEN"])
     inbound = {"sessionId": "10", "channelId": None, "text": f"key {VALUE}", "mediaIds": []}
-    entry = CancelLog.objects.create(account=account, hook="userMessageInbound", installation_id=1,
+    # The recorded cancel names the real installation (PostgreSQL checks the foreign key at commit).
+    entry = CancelLog.objects.create(account=account, hook="userMessageInbound", installation_id=veto.pk,
                                      plugin_slug="veto", reason="recorded", context=inbound)
     before = scrape(client)
     replayed = replay.as_dict(replay.replay_cancellation(account, entry.pk))
