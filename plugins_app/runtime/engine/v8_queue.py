@@ -95,14 +95,11 @@ class _Results:
 
     def __init__(self, ctx: Context):
         self._ctx = ctx
-        # [value handle, converted value or _UNCONVERTED, answered early, settled: answered early
-        # with the isolate within its memory limit, so nothing is left for the loop but its books,
-        # the isolate thread's CPU seconds when the value arrived (the chains it ran are charged it)]
+        # [value handle, converted value or _UNCONVERTED, answered early, the isolate thread's CPU
+        # seconds when the value arrived (the chains it ran are charged it)]
         self.items: deque[list[Any]] = deque()
         self.earlies: deque[Early | None] = deque()   # each answered evaluation's, in posting order
-        self.on_wake: Callable[[], None] | None = None   # called (once) when the loop next wakes here
         self.on_items: Callable[[], None] | None = None  # called whenever the loop wakes here (its reader)
-        self.quiet_after_early = False   # a value answered early leaves the loop asleep (see wake_with)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._loop = asyncio.get_running_loop()
@@ -111,7 +108,7 @@ class _Results:
 
     def put(self, handle: ValueHandle) -> None:   # the isolate's thread
         # The handle is kept: handles are freed off this thread.
-        item: list[Any] = [handle, _UNCONVERTED, False, False, time.thread_time()]
+        item: list[Any] = [handle, _UNCONVERTED, False, time.thread_time()]
         queued = False
         early = self.earlies.popleft() if self.earlies else None
         if early is not None:
@@ -129,12 +126,7 @@ class _Results:
                     item[2] = False   # the waiting thread answers (or finds the parent gone)
         if not queued:
             self.items.append(item)
-        # A settled value's books can wait (wake_with says whether they may): a wake costs this
-        # thread an interrupt of another CPU, and that CPU the work of waking. Past the isolate's
-        # memory limit, the loop must come at once: it replaces the isolate.
-        item[3] = item[2] and not self._ctx._dll.mr_hard_memory_limit_reached(self._ctx._ctx)
-        if not (item[3] and self.quiet_after_early):
-            os.write(self._wake_w, b".")
+        os.write(self._wake_w, b".")   # every value wakes the loop: its reader charges the turn's CPU
 
     def _woken(self) -> None:
         try:
@@ -143,9 +135,6 @@ class _Results:
         except BlockingIOError:
             pass
         self._ready.set()
-        if self.on_wake is not None:
-            on_wake, self.on_wake = self.on_wake, None
-            on_wake()
         if self.on_items is not None:
             self.on_items()
 
@@ -239,24 +228,11 @@ class EvalQueue:
         else:
             self._unanswered.append(handles)
 
-    def wake_with(self, callback: Callable[[], None] | None, quiet_after_early: bool = False) -> None:
-        """Have the event loop call `callback` once, when the next result arrives. With
-        `quiet_after_early`, a result settled early does not wake the loop at all: the caller
-        looks for it (settled_early) when it next has reason to."""
-        self._results.on_wake = callback
-        self._results.quiet_after_early = quiet_after_early
-
     def answered_early(self) -> bool:
         """Whether the oldest outstanding evaluation's value went out on the isolate's thread. Known
         before it is sent: whoever it went to may be back before the event loop has woken."""
         items = self._results.items
         return bool(items) and bool(items[0][2])
-
-    def settled_early(self) -> bool:
-        """Whether the oldest outstanding evaluation was answered early, with the isolate within its
-        memory limit: nothing is left to do with it but take it."""
-        items = self._results.items
-        return bool(items) and bool(items[0][3])
 
     def read_with(self, reader: Callable[[], None] | None) -> None:
         """Have the event loop call `reader` right when values arrive (in the wake's own callback, so
@@ -278,7 +254,7 @@ class EvalQueue:
 
     def take_ready(self) -> tuple[object, bool]:
         """The oldest outstanding evaluation's value once wait() said it is there."""
-        handle, value, taken_early, _, self.cpu_mark = self._results.items.popleft()
+        handle, value, taken_early, self.cpu_mark = self._results.items.popleft()
         self._outstanding.popleft()   # its handles, and those of the unanswered code before it
         if value is _UNCONVERTED:
             value = self._ctx._value_handle_to_python(handle)
