@@ -273,6 +273,9 @@ class Flights:
         if index != flight.index:   # a new handler: its CPU and uncharged waits count from zero
             flight.index, flight.cpu, flight.uncharged_seconds = index, 0.0, 0.0
             flight.slow_noticed = False
+            # The turn may have run the handlers before it too: of its CPU, this handler is charged
+            # no more than the time since it started (one thread's CPU can't outrun the clock).
+            used = min(used, max(0.0, time.time() - status["started"] / 1000))
         flight.cpu += used
         flight.started = status["started"] / 1000
         for item in status.get("out") or []:
@@ -381,6 +384,10 @@ class Flights:
             started, spent, uncharged = entered / 1000, 0.0, 0.0
         held = now - self.turn_started
         turn_cpu = self.iso.cpu_seconds() - self.cpu_mark
+        if index != flight.index:
+            # The turn also ran the handlers before this one: this one can have used no more of the
+            # thread's CPU than the time since it entered.
+            turn_cpu = min(turn_cpu, max(0.0, time.time() - started))
         used = spent + turn_cpu
         if held > BUSY_SECONDS and self.held_account is None:
             self.held_account = flight.account
