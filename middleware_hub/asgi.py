@@ -14,13 +14,18 @@ class HubASGIHandler(ASGIHandler):
     """Django's handler, but for the execute API. Django runs each request in a ThreadSensitiveContext:
     its first sync step (a signal receiver, a middleware's hook) starts a thread of the request's own,
     kept until the answer, so a call waiting on its engine would still hold an (idle) thread. The
-    execute API's own sync steps run on a bounded pool (plugins_app/api/execution/async_views.py); the few
-    thread-sensitive ones Django makes around them (request_started's receivers, the middlewares'
-    hooks, microseconds each) run on asgiref's one shared sync thread instead."""
+    execute API's own sync steps run on a bounded pool (plugins_app/api/execution/async_views.py), and
+    its middleware chain stays on the event loop (plugins_app/api/execution/asgi_handler.py); the two
+    thread-sensitive steps Django still makes around it (request_started's and request_finished's
+    receivers) run on asgiref's one shared sync thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.execute = ExecuteASGIHandler()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope.get("method") == "POST" and EXECUTE_PATH.match(_path_info(scope)):
-            await self.handle(scope, receive, send)
+            await self.execute.handle(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
@@ -31,4 +36,6 @@ def _path_info(scope) -> str:
 
 
 django.setup(set_prefix=False)
+from plugins_app.api.execution.asgi_handler import ExecuteASGIHandler  # noqa: E402 - needs the apps loaded
+
 application = HubASGIHandler()

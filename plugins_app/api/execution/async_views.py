@@ -19,7 +19,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
-from django.http import HttpResponseBase
+from django.http import HttpResponse, HttpResponseBase
 from rest_framework.response import Response
 
 from plugins_app.api.execution import serializers as s
@@ -73,16 +73,22 @@ class AsyncHookExecuteView(HookExecuteView):
         # Reset at the end: async_to_sync hands a coroutine's context changes back to its caller.
         token = on_request_thread.set(not asgi)
         try:
-            begun = await in_step_thread(self._begin, request, args, kwargs, served_by_asgi=asgi)
-            if not isinstance(begun, Invocation):
-                return begun
-            try:
-                await run_async(begun)
-            except Exception as exc:   # no engine took it (503), or a bug: answered as DRF would
-                return await in_step_thread(self._answer_error, exc, served_by_asgi=asgi)
-            return await in_step_thread(self._end, begun, served_by_asgi=asgi)
+            response = await self._answer(request, args, kwargs, asgi)
         finally:
             on_request_thread.reset(token)
+        # Rendered already, on the step's thread. Handed to Django's handler as a DRF Response, it would
+        # be rendered again (a no-op) on asgiref's one shared thread: a hop every call in flight queues for.
+        return plain(response) if asgi else response
+
+    async def _answer(self, request, args: tuple, kwargs: dict, asgi: bool) -> HttpResponseBase:
+        begun = await in_step_thread(self._begin, request, args, kwargs, served_by_asgi=asgi)
+        if not isinstance(begun, Invocation):
+            return begun
+        try:
+            await run_async(begun)
+        except Exception as exc:   # no engine took it (503), or a bug: answered as DRF would
+            return await in_step_thread(self._answer_error, exc, served_by_asgi=asgi)
+        return await in_step_thread(self._end, begun, served_by_asgi=asgi)
 
     def _begin(self, request, args: tuple, kwargs: dict) -> Invocation | HttpResponseBase:
         """DRF's dispatch up to the handler (authentication, permissions, the edge's checks), then the
@@ -121,3 +127,12 @@ class AsyncHookExecuteView(HookExecuteView):
         self.response = self.finalize_response(self.request, response, *self.args, **self.kwargs)
         self.response.render()   # here, on the step's thread, not by the handler on the loop's
         return self.response
+
+
+def plain(response: HttpResponseBase) -> HttpResponseBase:
+    """A rendered DRF Response as a plain HttpResponse: the same status, headers and bytes."""
+    if not isinstance(response, Response):
+        return response
+    answer = HttpResponse(response.content, status=response.status_code, headers=dict(response.items()))
+    answer.cookies = response.cookies
+    return answer
