@@ -88,6 +88,10 @@ class Pulse:
     def silent(self, now: float | None = None) -> bool:
         return self.silence(now) > 0
 
+    def is_starting(self) -> bool:
+        """Started by the supervisor and not beating yet (a replacement loading V8)."""
+        return self.read()[1] == STARTING
+
     def quiet_for(self, now: float | None = None) -> float:
         """Seconds since the last beat (0 while starting, or never stamped)."""
         _, state, stamp = self.read()
@@ -126,3 +130,13 @@ class Pulses:
 
     def silent_among(self, addresses: list[str]) -> frozenset[str]:
         return frozenset(a for a in addresses if self.silent(a))
+
+    def starting_among(self, addresses: list[str]) -> frozenset[str]:
+        """Engines being started: a call waits there in the listen backlog for seconds, so it goes
+        to one that beats when there is one."""
+        found = []
+        for address in addresses:
+            pulse = self.of(address)
+            if pulse is not None and pulse.is_starting():
+                found.append(address)
+        return frozenset(found)

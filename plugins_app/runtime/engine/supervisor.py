@@ -52,10 +52,12 @@ class Slot:
         self.hung_kills = 0   # engines this slot replaced because their pulse stopped
 
     def start(self, lifeline: int) -> None:
+        # Before the process exists (starting one takes a while on a busy machine) and until it beats,
+        # web processes see it starting, and wait for it or go elsewhere, rather than see it silent.
+        self.pulse.starting(0)
         self.proc = EngineArgs(self.memory_mb, listen=self.listener.fileno(), lifeline=lifeline,
                                nice=self.nice, engine_memory_mb=self.engine_memory_mb,
                                board=self.board, seat=self.seat, spare=self.spare, pulse=self.pulse_fd).start(self.env)
-        # Before it beats, web processes see it starting (and wait for it) rather than silent.
         self.pulse.starting(self.proc.pid)
         self.starts += 1
 

@@ -373,7 +373,8 @@ class AsyncTier:
         fell silent on before it started is planned once more without it."""
         for attempt in range(2):
             plan = route(self.engines, self.lane, account_key, message, lane,
-                         silent=self.pulses.silent_among(self.addresses))
+                         silent=self.pulses.silent_among(self.addresses),
+                         starting=self.pulses.starting_among(self.addresses))
             try:
                 address, sending = next(plan)
                 while True:

@@ -154,12 +154,15 @@ Route = Generator[tuple[str, Mapping[str, Any]], JsonObject, JsonObject]
 
 
 def route(engines: list[str], lane_engines: list[str], account_key: str, message: Mapping[str, Any],
-          lane: bool = False, wait_at: str | None = None, silent: frozenset[str] = frozenset()) -> Route:
+          lane: bool = False, wait_at: str | None = None, silent: frozenset[str] = frozenset(),
+          starting: frozenset[str] = frozenset()) -> Route:
     """Where a chain goes, as each engine answers (the sync and async tiers both follow it): the
     account's preferred engine, the next one when that is busy, the lane when its own chain is what
     keeps an engine busy, and, everything busy, a wait at the preferred one. Engines whose pulse
-    stopped (`silent`) are passed over as though busy; none left: EngineSilent, nothing sent."""
-    order = [a for a in preferred_order(lane_engines if lane else engines, account_key) if a not in silent]
+    stopped (`silent`) are passed over as though busy, and those being started too while another
+    beats; none left: EngineSilent, nothing sent."""
+    candidates = [a for a in preferred_order(lane_engines if lane else engines, account_key) if a not in silent]
+    order = [a for a in candidates if a not in starting] or candidates
     if not order:
         raise EngineSilent(started=False)
     for address in order:
@@ -172,7 +175,8 @@ def route(engines: list[str], lane_engines: list[str], account_key: str, message
             # chain of its own, which its engine stops waiting on once it holds the isolate too
             # long; when it runs elsewhere, wait in the lane, never in another account's line.
             return (yield from route(engines, lane_engines, account_key, message, True,
-                                     wait_at=None if reply.get("elsewhere") else address, silent=silent))
+                                     wait_at=None if reply.get("elsewhere") else address, silent=silent,
+                                     starting=starting))
     # Everything is busy: wait in line where this account is warm.
     return (yield wait_at or order[0], dict(message, wait=True))
 
@@ -264,24 +268,18 @@ class EngineLink:
         beating one is waited for past `silence_limit` only while it says the request is in its
         line (the engine stops every handler over its budget itself)."""
         since = time.monotonic()
-        while True:
-            look = min(PULSE_LOOK_SECONDS if self.pulses is not None else silence_limit, silence_limit)
-            if waiting is None:
-                ready = bool(self.readable.poll(look * 1000))
-            else:
-                with waiting():
-                    ready = bool(self.readable.poll(look * 1000))
-            if ready:
-                return
-            stopped = self.pulses is not None and self.address is not None and self.pulses.silent(self.address)
-            if not stopped and (time.monotonic() - since < silence_limit or exchange.queued):
-                continue
-            if self.owned:   # a private engine is ours alone: nobody else would end it
-                self.stop_engine()
-                raise EngineDown(CrashKind.WEDGED.value)
-            down = silent_down(exchange, self.conn.fileno())
-            self.close()
-            raise down
+        look = min(PULSE_LOOK_SECONDS if self.pulses is not None else silence_limit, silence_limit)
+        with waiting() if waiting is not None else contextlib.nullcontext():   # entered once: it may queue
+            while not self.readable.poll(look * 1000):
+                stopped = self.pulses is not None and self.address is not None and self.pulses.silent(self.address)
+                if not stopped and (time.monotonic() - since < silence_limit or exchange.queued):
+                    continue
+                if self.owned:   # a private engine is ours alone: nobody else would end it
+                    self.stop_engine()
+                    raise EngineDown(CrashKind.WEDGED.value)
+                down = silent_down(exchange, self.conn.fileno())
+                self.close()
+                raise down
 
     @staticmethod
     def _answer(call: JsonObject, on_host: HostHandler | None, waiting: Waiting | None) -> JsonObject:
@@ -434,7 +432,8 @@ class Tier:
         started is planned once more, without that engine."""
         for attempt in range(2):
             plan = route(self.engines, self.lane, account_key, message, lane,
-                         silent=self.pulses.silent_among(self.addresses))
+                         silent=self.pulses.silent_among(self.addresses),
+                         starting=self.pulses.starting_among(self.addresses))
             try:
                 address, sending = next(plan)
                 while True:
