@@ -533,8 +533,10 @@ async def beat(pulse: Pulse) -> None:
 async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frames | None, lifeline: int | None,
                 pulse: Pulse | None = None) -> None:
     loop = asyncio.get_running_loop()
-    beating = loop.create_task(beat(pulse)) if pulse is not None else None   # from the start: an isolate starts meanwhile
     await engine.ready_isolate()
+    # Only now: V8's first start blocks this loop for a while (seconds on a busy machine), and until
+    # the first beat the supervisor's "starting" mark, with its longer grace, stands for the engine.
+    beating = loop.create_task(beat(pulse)) if pulse is not None else None
     if listener is not None:
         engine.listen(listener)
     if conn is not None:
