@@ -27,6 +27,8 @@ START_GRACE_SECONDS = 30.0
 # of CPU for a moment does not lose its engines' compartments, short enough that a hung one is gone
 # before the platform has retried many times.
 HUNG_SECONDS = 10.0
+# Routing asks about every engine on each call: the answer is kept this long (a beat is 0.25 s apart).
+VERDICT_SECONDS = 0.05
 
 
 def pulse_path(address: str) -> str:
@@ -77,16 +79,21 @@ class Pulse:
             if RECORD.unpack_from(self._map, 0) == first:
                 return first
 
-    def silence(self, now: float | None = None) -> float:
-        """Seconds past what this engine is allowed without a beat (<= 0: it is alive, or starting)."""
-        _, state, stamp = self.read()
-        allowed = START_GRACE_SECONDS if state == STARTING else SILENT_SECONDS
+    @staticmethod
+    def _silence(record: tuple[int, int, float], now: float) -> float:
+        _, state, stamp = record
         if state not in (STARTING, BEATING):
             return 0.0   # never stamped: an engine without a supervisor's pulse is taken on trust
-        return (now if now is not None else time.monotonic()) - stamp - allowed
+        return now - stamp - (START_GRACE_SECONDS if state == STARTING else SILENT_SECONDS)
+
+    def silence(self, now: float | None = None) -> float:
+        """Seconds past what this engine is allowed without a beat (<= 0: it is alive, or starting)."""
+        return self._silence(self.read(), now if now is not None else time.monotonic())
 
     def silent(self, now: float | None = None) -> bool:
-        return self.silence(now) > 0
+        now = now if now is not None else time.monotonic()
+        # One read on the usual path (it beats): a torn read can only look silent, and is read again.
+        return self._silence(RECORD.unpack_from(self._map, 0), now) > 0 and self.silence(now) > 0
 
     def is_starting(self) -> bool:
         """Started by the supervisor and not beating yet (a replacement loading V8)."""
@@ -107,6 +114,7 @@ class Pulses:
 
     def __init__(self) -> None:
         self.opened: dict[str, Pulse | None] = {}
+        self._verdicts: dict[tuple[str, ...], tuple[float, tuple[frozenset[str], frozenset[str]]]] = {}
 
     def of(self, address: str) -> Pulse | None:
         if address not in self.opened:
@@ -128,15 +136,24 @@ class Pulses:
         fresh = self.opened[address] = Pulse.open(path)
         return fresh is not None and fresh.silent()
 
-    def silent_among(self, addresses: list[str]) -> frozenset[str]:
-        return frozenset(a for a in addresses if self.silent(a))
-
-    def starting_among(self, addresses: list[str]) -> frozenset[str]:
-        """Engines being started: a call waits there in the listen backlog for seconds, so it goes
-        to one that beats when there is one."""
-        found = []
+    def unready(self, addresses: list[str], fresh: bool = False) -> tuple[frozenset[str], frozenset[str]]:
+        """(silent, starting) among `addresses`: routing passes over the silent ones, and the ones
+        being started (a call would wait seconds in their backlog) while another beats. Kept
+        VERDICT_SECONDS, as routing asks on every call; `fresh`: looked at now (a call planned again
+        because an engine just fell silent)."""
+        key, now = tuple(addresses), time.monotonic()
+        kept = self._verdicts.get(key)
+        if kept is not None and now - kept[0] < VERDICT_SECONDS and not fresh:
+            return kept[1]
+        silent, starting = [], []
         for address in addresses:
             pulse = self.of(address)
-            if pulse is not None and pulse.is_starting():
-                found.append(address)
-        return frozenset(found)
+            if pulse is None:
+                continue
+            if self.silent(address):
+                silent.append(address)
+            elif pulse.is_starting():
+                starting.append(address)
+        verdict = (frozenset(silent), frozenset(starting))
+        self._verdicts[key] = (now, verdict)
+        return verdict

@@ -372,9 +372,8 @@ class AsyncTier:
         """As Tier._route: engines whose pulse stopped are passed over, and a request one of them
         fell silent on before it started is planned once more without it."""
         for attempt in range(2):
-            plan = route(self.engines, self.lane, account_key, message, lane,
-                         silent=self.pulses.silent_among(self.addresses),
-                         starting=self.pulses.starting_among(self.addresses))
+            silent, starting = self.pulses.unready(self.addresses, fresh=attempt > 0)
+            plan = route(self.engines, self.lane, account_key, message, lane, silent=silent, starting=starting)
             try:
                 address, sending = next(plan)
                 while True:
@@ -383,8 +382,8 @@ class AsyncTier:
             except StopIteration as done:
                 result: JsonObject = done.value
                 return result
-            except EngineSilent as silent:
-                if silent.started or attempt:
+            except EngineSilent as down:
+                if down.started or attempt:
                     raise
         raise AssertionError("unreachable")
 

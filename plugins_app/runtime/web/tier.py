@@ -431,9 +431,8 @@ class Tier:
         """route()'s plan over the engines that beat; a request an engine fell silent on before it
         started is planned once more, without that engine."""
         for attempt in range(2):
-            plan = route(self.engines, self.lane, account_key, message, lane,
-                         silent=self.pulses.silent_among(self.addresses),
-                         starting=self.pulses.starting_among(self.addresses))
+            silent, starting = self.pulses.unready(self.addresses, fresh=attempt > 0)
+            plan = route(self.engines, self.lane, account_key, message, lane, silent=silent, starting=starting)
             try:
                 address, sending = next(plan)
                 while True:
@@ -441,8 +440,8 @@ class Tier:
             except StopIteration as done:
                 reply: JsonObject = done.value
                 return reply
-            except EngineSilent as silent:
-                if silent.started or attempt:
+            except EngineSilent as down:
+                if down.started or attempt:
                     raise
         raise AssertionError("unreachable")
 
