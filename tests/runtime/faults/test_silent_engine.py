@@ -123,6 +123,13 @@ class Callers:
                    f"{n} vetoed answers for {accounts}")
 
 
+def _noticed(load: Callers, fault: float, accounts: list[str]) -> float:
+    """The slowest answer to a call of `accounts` sent in the first second of the fault: those waited
+    on the silent engine until its silence was noticed (and were sent elsewhere, or answered 503)."""
+    return round(max((a.seconds for a in load.since(fault, accounts) if fault <= a.at - a.seconds < fault + 1),
+                     default=0.0), 2)
+
+
 def _handler(make_handler, source: str) -> Handler:
     return make_handler(source)
 
@@ -150,7 +157,7 @@ def test_a_frozen_engine_strikes_nobody_lets_no_veto_through_and_is_not_killed(t
         try:
             # The frozen engine's accounts are answered by the other one within seconds.
             load.wait_for_vetoes(10, fault, on_frozen)
-            noticed = next(a.at for a in load.since(fault, on_frozen) if a.outcome == "vetoed") - fault
+            noticed = _noticed(load, fault, on_frozen)
             time.sleep(max(0.0, FREEZE_SECONDS - (time.monotonic() - fault)))   # the freeze lasts this long
             assert state(frozen_pid) == "T"   # stopped, and no web thread ended it
         finally:
@@ -161,7 +168,7 @@ def test_a_frozen_engine_strikes_nobody_lets_no_veto_through_and_is_not_killed(t
     row = record("engine frozen", answers=len(load.answers), **{
         "answers frozen": len(during), "503 (silent)": sum(a.outcome == "silent" for a in load.answers),
         "let through": sum(a.outcome == "let through" for a in load.answers),
-        "first veto after freeze s": round(noticed, 2),
+        "notice s": noticed,
         "slowest s": round(max(a.seconds for a in during), 2), "restarts": supervisor.restarts()})
     assert load.errors == []
     assert row["let through"] == 0, row   # no veto let through, during the freeze or after it
@@ -181,7 +188,8 @@ def test_an_engine_silent_past_the_hung_limit_is_replaced_by_the_supervisor(tmp_
         old = tier.ping(tier.engines[0])["pid"]
         os.kill(old, signal.SIGSTOP)
         stopped = time.monotonic()
-        wait_until(lambda: supervisor.hung_kills() == 1, 30, "the supervisor to replace the stopped engine")
+        wait_until(lambda: supervisor.hung_kills() == 1, 30, "the supervisor to kill the stopped engine")
+        wait_until(lambda: _beating(tier.engines[0]), 60, "its replacement to beat")
         record("engine hung past the limit", **{"replaced after s": round(time.monotonic() - stopped, 2)})
         veto = _handler(make_handler, VETO)
         result = run_chain(tier, "acct", HOOKS["userMessageInbound"], [veto], INBOUND)
@@ -229,7 +237,7 @@ def test_a_frozen_supervisor_whose_engine_dies_meanwhile_costs_its_accounts_seco
         try:
             os.kill(dead_pid, signal.SIGKILL)
             load.wait_for_vetoes(10, fault, on_dead)   # answered by the other engine, the supervisor still frozen
-            answered = next(a.at for a in load.since(fault, on_dead) if a.outcome == "vetoed") - fault
+            answered = _noticed(load, fault, on_dead)
             assert state(proc.pid) == "T"
         finally:
             os.kill(proc.pid, signal.SIGCONT)
@@ -241,7 +249,7 @@ def test_a_frozen_supervisor_whose_engine_dies_meanwhile_costs_its_accounts_seco
     let_through = [a for a in load.since(fault) if a.outcome == "let through"]
     row = record("supervisor frozen, engine killed", answers=len(load.answers), **{
         "answers frozen": len(during), "503 (silent)": sum(a.outcome == "silent" for a in during),
-        "let through": len(let_through), "first veto after kill s": round(answered, 2),
+        "let through": len(let_through), "notice s": answered,
         "slowest s": round(max(a.seconds for a in during), 2)})
     assert load.errors == []
     # Only a chain running on the engine when it was killed may fail open (as any engine death), and its
