@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from plugins_app.errors import HubError, PayloadTooLarge, Unavailable
-from plugins_app.runtime.web.tier import EngineUnavailable
+from plugins_app.runtime.web.tier import EngineSilent, EngineUnavailable
 from plugins_app.services.log_once import OncePerInterval
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,12 @@ def _field(detail, prefix: str = "") -> str | None:
 def _outage(exc) -> Unavailable | None:
     """A part that is away, as the typed error the caller can act on (503, Retry-After), instead of
     Django's HTML 500 and a traceback per call."""
-    if isinstance(exc, EngineUnavailable):
+    if isinstance(exc, EngineSilent):
+        # A part's fault: no handler is blamed, and a chain whose veto is unknown is not let through.
+        found = Unavailable("the hook engine stopped answering" + (
+            "; whether the chain ran is unknown: send the call again" if exc.started else "; nothing ran"),
+            retry_after=ENGINE_RETRY_SECONDS)
+    elif isinstance(exc, EngineUnavailable):
         found = Unavailable("no hook engine is answering on this machine (it is being restarted); nothing ran",
                             retry_after=ENGINE_RETRY_SECONDS)
     elif isinstance(exc, (OperationalError, InterfaceError)):

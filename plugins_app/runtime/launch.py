@@ -26,11 +26,12 @@ class EngineArgs:
     engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB   # the process's resident memory bound (EngineConfig)
     board: int | None = None      # the shared engines' board's descriptor (engine/board.py); lane and private: none
     seat: int | None = None       # this engine's seat on it
+    pulse: int | None = None      # its pulse file's descriptor (pulse.py), which its loop stamps; private: none
 
     def argv(self) -> list[str]:
         given = {"memory_mb": self.memory_mb, "listen": self.listen, "conn": self.conn,
                  "lifeline": self.lifeline, "nice": self.nice, "spare": int(self.spare),
-                 "engine_memory_mb": self.engine_memory_mb, "board": self.board, "seat": self.seat}
+                 "engine_memory_mb": self.engine_memory_mb, "board": self.board, "seat": self.seat, "pulse": self.pulse}
         return [f"{name}={value}" for name, value in given.items() if value is not None]
 
     @classmethod
@@ -39,10 +40,10 @@ class EngineArgs:
         return cls(memory_mb=given["memory_mb"], listen=given.get("listen"), conn=given.get("conn"),
                    lifeline=given.get("lifeline"), nice=given.get("nice", 0), spare=given.get("spare", 1) != 0,
                    engine_memory_mb=given.get("engine_memory_mb", DEFAULT_ENGINE_MEMORY_MB),
-                   board=given.get("board"), seat=given.get("seat"))
+                   board=given.get("board"), seat=given.get("seat"), pulse=given.get("pulse"))
 
     def start(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
         """The engine process, given the descriptors named here."""
-        descriptors = [fd for fd in (self.listen, self.conn, self.lifeline, self.board) if fd is not None]
+        descriptors = [fd for fd in (self.listen, self.conn, self.lifeline, self.board, self.pulse) if fd is not None]
         return subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.engine.process", *self.argv()],
                                 pass_fds=descriptors, cwd=PROJECT_ROOT, env=env)

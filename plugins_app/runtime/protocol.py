@@ -34,6 +34,7 @@ class CrashKind(str, enum.Enum):
     WEDGED = "wedged"    # never yielded after an await: only closing the isolate stops it
     MEMORY = "memory"    # hit the isolate's heap limit
     CRASHED = "crashed"  # the engine process died, or the harness itself failed
+    SILENT = "silent"    # the engine process stopped answering (its pulse stopped): a part's fault, no handler's
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from plugins_app.runtime.engine.memory import MAX_DROPS, MemoryBooks
 from plugins_app.runtime.engine.run import DEMOTED_NICE, run_chain, start_now
 from plugins_app.runtime.launch import EngineArgs
 from plugins_app.runtime.protocol import CrashKind, Job, JsonObject, Op, RunResult
+from plugins_app.runtime.pulse import BEAT_SECONDS, Pulse
 
 MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewhere
 
@@ -520,9 +521,22 @@ def _say(job: Job, op: Op) -> None:
     job.client.send(wire.dumps({"op": op.value, "id": job.message.get("id")}))
 
 
-async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frames | None, lifeline: int | None) -> None:
+async def beat(pulse: Pulse) -> None:
+    """Stamps the engine's pulse from its event loop (never the isolate's thread): while this runs,
+    the engine answers, stops handlers over their budgets and says so; once it stops, the supervisor
+    and the web processes know the engine is silent (web/tier.py, engine/supervisor.py)."""
+    while True:
+        pulse.beat()
+        await asyncio.sleep(BEAT_SECONDS)
+
+
+async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frames | None, lifeline: int | None,
+                pulse: Pulse | None = None) -> None:
     loop = asyncio.get_running_loop()
     await engine.ready_isolate()
+    # Only now: V8's first start blocks this loop for a while (seconds on a busy machine), and until
+    # the first beat the supervisor's "starting" mark, with its longer grace, stands for the engine.
+    beating = loop.create_task(beat(pulse)) if pulse is not None else None
     if listener is not None:
         engine.listen(listener)
     if conn is not None:
@@ -530,7 +544,11 @@ async def serve(engine: Engine, listener: socket.socket | None, conn: wire.Frame
         engine.only_client.send({"op": Op.READY.value, "pid": os.getpid()})
     if lifeline is not None:   # the supervisor's pipe: when it closes, the supervisor is gone
         loop.add_reader(lifeline, lambda: os._exit(0))
-    await engine.work()
+    try:
+        await engine.work()
+    finally:
+        if beating is not None:
+            beating.cancel()
 
 
 def main() -> None:
@@ -543,7 +561,8 @@ def main() -> None:
     conn = wire.Frames(args.conn) if args.conn is not None else None
     if conn is not None:
         os.set_blocking(conn.fileno(), True)
-    uvloop.run(serve(engine, listener, conn, args.lifeline))   # fewer wake-up costs per request than asyncio's own loop
+    pulse = Pulse(args.pulse) if args.pulse is not None else None
+    uvloop.run(serve(engine, listener, conn, args.lifeline, pulse))   # fewer wake-up costs per request than asyncio's own loop
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from plugins_app.runtime import pulse
 from plugins_app.runtime.config import (
     DEFAULT_ENGINE_MEMORY_MB,
     DEFAULT_ISOLATE_MEMORY_MB,
@@ -44,27 +45,60 @@ class Slot:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(path))
         self.listener.listen(256)
+        self.pulse_fd = pulse.create(pulse.pulse_path(str(path)))
+        self.pulse = pulse.Pulse(self.pulse_fd)
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.hung_kills = 0   # engines this slot replaced because their pulse stopped
 
     def start(self, lifeline: int) -> None:
+        # Before the process exists (starting one takes a while on a busy machine) and until it beats,
+        # web processes see it starting, and wait for it or go elsewhere, rather than see it silent.
+        self.pulse.starting(0)
         self.proc = EngineArgs(self.memory_mb, listen=self.listener.fileno(), lifeline=lifeline,
                                nice=self.nice, engine_memory_mb=self.engine_memory_mb,
-                               board=self.board, seat=self.seat, spare=self.spare).start(self.env)
+                               board=self.board, seat=self.seat, spare=self.spare, pulse=self.pulse_fd).start(self.env)
+        self.pulse.starting(self.proc.pid)
         self.starts += 1
+
+    def hung(self, hung_seconds: float) -> bool:
+        """Whether its running engine's pulse says it stopped: no beat for `hung_seconds`, or still
+        not beating well past the start's grace."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        _, state, _ = self.pulse.read()
+        if state == pulse.STARTING:
+            return self.pulse.silent()
+        return self.pulse.quiet_for() > hung_seconds
+
+    def kill_hung(self) -> None:
+        """Ends an engine that stopped beating (the watch starts another when it sees it gone)."""
+        if self.proc is not None:
+            self.hung_kills += 1
+            self.proc.kill()
+            self.proc.wait(5)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
 
+    def close(self) -> None:
+        self.listener.close()
+        self.pulse.close()
+        os.close(self.pulse_fd)
+        for path in (self.path, Path(pulse.pulse_path(str(self.path)))):
+            path.unlink(missing_ok=True)
+
 
 class Supervisor:
     """`engines` shared engines and `lane` lower-priority ones, each restarted when it exits."""
 
     def __init__(self, directory: str | Path, engines: int = 2, lane: int = 1, env: dict[str, str] | None = None,
-                 memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB, engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB):
+                 memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB, engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB,
+                 hung_seconds: float = pulse.HUNG_SECONDS):
         self.directory = Path(directory)
+        self.hung_seconds = hung_seconds   # tests shorten it; operators have no reason to
         self.directory.mkdir(parents=True, exist_ok=True)
         self.memory_mb = memory_mb
         base = dict(env if env is not None else os.environ)
@@ -99,6 +133,12 @@ class Supervisor:
     def _watch(self) -> None:
         while not self._stopping.wait(0.05):
             for slot in self.all_slots:
+                if slot.hung(self.hung_seconds) and not self._stopping.is_set():
+                    # Its own pulse stopped (stopped, hung in its loop): replacing it is this process's
+                    # call alone, never a web process's, which only stops waiting for it.
+                    logger.warning("hook engine %s stopped beating for %.0f s; replacing it",
+                                   slot.path.name, slot.pulse.quiet_for())
+                    slot.kill_hung()
                 if slot.proc is not None and slot.proc.poll() is not None and not self._stopping.is_set():
                     logger.warning("hook engine %s exited (%s); starting another", slot.path.name, slot.proc.returncode)
                     try:
@@ -115,13 +155,15 @@ class Supervisor:
     def restarts(self) -> int:
         return sum(s.starts - 1 for s in self.all_slots)
 
+    def hung_kills(self) -> int:
+        """Engines replaced because their pulse stopped."""
+        return sum(s.hung_kills for s in self.all_slots)
+
     def stop(self) -> None:
         self._stopping.set()
         for slot in self.all_slots:
             slot.stop()
-            slot.listener.close()
-            if slot.path.exists():
-                slot.path.unlink()
+            slot.close()
         (self.directory / "engines.board").unlink(missing_ok=True)
         for fd in (self._lifeline_r, self._lifeline_w, self.board):
             try:
@@ -135,10 +177,10 @@ class Supervisor:
 
 
 def local_supervisor(engines: int, lane: int = 1, memory_mb: int = DEFAULT_ISOLATE_MEMORY_MB,
-                     engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB) -> Supervisor:
+                     engine_memory_mb: int = DEFAULT_ENGINE_MEMORY_MB, hung_seconds: float = pulse.HUNG_SECONDS) -> Supervisor:
     """A supervisor inside this process, on sockets in a private directory (tests, runserver, Celery)."""
     return Supervisor(tempfile.mkdtemp(prefix="hub-engines-"), engines, lane, memory_mb=memory_mb,
-                      engine_memory_mb=engine_memory_mb).start()
+                      engine_memory_mb=engine_memory_mb, hung_seconds=hung_seconds).start()
 
 
 def main() -> None:

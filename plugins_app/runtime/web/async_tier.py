@@ -20,10 +20,13 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from plugins_app.runtime import wire
-from plugins_app.runtime.protocol import CrashKind, JsonObject, Op
+from plugins_app.runtime.protocol import JsonObject, Op
+from plugins_app.runtime.pulse import Pulses
 from plugins_app.runtime.web.tier import (
     CONNECT_TIMEOUT_SECONDS,
+    PULSE_LOOK_SECONDS,
     EngineDown,
+    EngineSilent,
     EngineUnavailable,
     Exchange,
     ShippedCode,
@@ -32,6 +35,7 @@ from plugins_app.runtime.web.tier import (
     host_reply,
     preferred_order,
     route,
+    silent_down,
 )
 
 DEFAULT_MAX_IDLE = 32          # idle connections kept per engine and event loop; more are closed when given back
@@ -50,14 +54,20 @@ class AsyncFrames:
         self.reader = reader
         self.writer = writer
         self.sock = sock   # kept to close it even when its event loop is gone
+        self._header: bytes | None = None   # a frame's header read by a recv cut short before its body
 
     async def recv(self) -> bytes:
-        """The next frame; EOFError once the other end has closed (an OSError when it reset)."""
+        """The next frame; EOFError once the other end has closed (an OSError when it reset).
+        A recv cut short (a timeout between pulse looks) loses nothing: readexactly takes bytes
+        only once it has them all, and a header already taken is kept for the next recv."""
         try:
-            header = await self.reader.readexactly(wire.HEADER_SIZE)
-            return await self.reader.readexactly(wire.frame_length(header))
+            if self._header is None:
+                self._header = await self.reader.readexactly(wire.HEADER_SIZE)
+            body = await self.reader.readexactly(wire.frame_length(self._header))
         except asyncio.IncompleteReadError:
             raise EOFError from None
+        self._header = None
+        return body
 
     def send(self, data: bytes) -> None:
         """Queues one whole frame (frames never interleave: the transport writes them in order)."""
@@ -104,15 +114,19 @@ async def _connect_unix(address: str, timeout: float) -> socket.socket:
 
 
 class AsyncEngineLink:
-    """One connection to one engine, used by one request at a time, on one event loop."""
+    """One connection to one engine, used by one request at a time, on one event loop. As the
+    sync link, it never ends an engine: one whose pulse stops is only stopped waiting for."""
 
-    def __init__(self, frames: AsyncFrames, pid: int | None = None):
+    def __init__(self, frames: AsyncFrames, pid: int | None = None, *, address: str | None = None,
+                 pulses: Pulses | None = None):
         self.frames = frames
         self.pid = pid
+        self.address, self.pulses = address, pulses
         self.next_id = 0
 
     @classmethod
-    async def connect(cls, address: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> AsyncEngineLink:
+    async def connect(cls, address: str, timeout: float = CONNECT_TIMEOUT_SECONDS,
+                      pulses: Pulses | None = None) -> AsyncEngineLink:
         try:
             sock = await _connect_unix(address, timeout)
         except OSError:   # no one listens there (the supervisor is gone), or never got in: the engine is down
@@ -122,9 +136,12 @@ class AsyncEngineLink:
         except BaseException:
             sock.close()
             raise
-        link = cls(AsyncFrames(reader, writer, sock))
+        link = cls(AsyncFrames(reader, writer, sock), address=address, pulses=pulses)
         try:
             link.pid = (await link.request({"op": Op.PING.value}, silence_limit=timeout)).get("pid")
+        except EngineSilent:   # in the backlog of an engine that stopped: nothing ran
+            link.close()
+            raise EngineSilent(started=False) from None
         except EngineDown:   # accepted by an engine that died (or never answered) before it answered: nothing ran
             link.close()
             raise EngineDown(started=False) from None
@@ -134,9 +151,10 @@ class AsyncEngineLink:
                       on_slow: AsyncSlowHandler | None = None, silence_limit: float = 30.0,
                       waiting: AsyncWaiting | None = None) -> JsonObject:
         """Send one request; answer its host calls (each as it comes, concurrently) until its result
-        arrives. The engine's silence counts only while no host call of ours is outstanding (as the
-        sync link, which does not read while it answers one); past `silence_limit` the request
-        fails with EngineDown(wedged), and the engine is left alone: it may be serving other chains.
+        arrives. An engine whose pulse stops fails the request as EngineSilent at once; one that
+        beats is waited for past `silence_limit` (counted while no host call of ours is
+        outstanding, as the sync link, which does not read while it answers one) only while it says
+        the request waits in its line. Either way the engine is left alone: its supervisor decides.
         On any end but the result, the connection is closed."""
         self.next_id += 1
         message = dict(message, id=self.next_id)
@@ -151,18 +169,17 @@ class AsyncEngineLink:
                 try:
                     async with asyncio.timeout(silence_limit):
                         await self.frames.drain()
-                except TimeoutError:   # the engine reads nothing: what it would do with the rest is unknown
-                    raise EngineDown(CrashKind.WEDGED.value) from None
+                except TimeoutError:   # the engine reads nothing: it never had the whole request
+                    raise EngineSilent(started=False) from None
             exchange.sent = True
             while True:
                 if reading is None and not hosts:
-                    # The usual case: nothing of ours outstanding, so the read alone is awaited (a
-                    # read cut by the limit loses its frame, but that connection is closed then).
-                    raw = await self._read(silence_limit, waiting)
+                    # The usual case: nothing of ours outstanding, so the read alone is awaited.
+                    raw = await self._read(exchange, silence_limit, waiting)
                 else:
                     if reading is None:
                         reading = loop.create_task(self.frames.recv())
-                    if not await self._wait(reading, hosts, silence_limit, waiting):
+                    if not await self._wait(exchange, reading, hosts, silence_limit, waiting):
                         continue
                     raw, reading = reading.result(), None
                 reply: JsonObject = wire.loads(raw)
@@ -184,29 +201,42 @@ class AsyncEngineLink:
                     task.cancel()
                 self.close()
 
-    async def _read(self, silence_limit: float, waiting: AsyncWaiting | None) -> bytes:
-        try:
-            if waiting is None:
-                async with asyncio.timeout(silence_limit):
-                    return await self.frames.recv()
-            async with waiting(), asyncio.timeout(silence_limit):
-                return await self.frames.recv()
-        except TimeoutError:
-            raise EngineDown(CrashKind.WEDGED.value) from None
+    async def _read(self, exchange: Exchange, silence_limit: float, waiting: AsyncWaiting | None) -> bytes:
+        async with waiting() if waiting is not None else contextlib.nullcontext():
+            since = asyncio.get_running_loop().time()
+            while True:
+                try:   # recv loses nothing when cut short (AsyncFrames.recv)
+                    async with asyncio.timeout(self._look(silence_limit)):
+                        return await self.frames.recv()
+                except TimeoutError:
+                    self._check(exchange, since, silence_limit, counting=True)
 
-    @staticmethod
-    async def _wait(reading: asyncio.Task[bytes], hosts: set[asyncio.Task[None]], silence_limit: float,
-                    waiting: AsyncWaiting | None) -> bool:
+    def _look(self, silence_limit: float) -> float:
+        return min(PULSE_LOOK_SECONDS, silence_limit) if self.pulses is not None else silence_limit
+
+    def _check(self, exchange: Exchange, since: float, silence_limit: float, *, counting: bool) -> None:
+        """Between slices of a wait: raises EngineSilent when the engine's pulse stopped, or when it
+        beats but left this request unanswered past `silence_limit` (counting) without saying it
+        waits in line."""
+        if self.pulses is not None and self.address is not None and self.pulses.silent(self.address):
+            raise silent_down(exchange, self.frames.sock.fileno())
+        quiet = asyncio.get_running_loop().time() - since
+        if counting and quiet >= silence_limit and not exchange.queued:
+            raise silent_down(exchange, self.frames.sock.fileno())
+
+    async def _wait(self, exchange: Exchange, reading: asyncio.Task[bytes], hosts: set[asyncio.Task[None]],
+                    silence_limit: float, waiting: AsyncWaiting | None) -> bool:
         """Until the next frame is read (True) or a host call is answered (False)."""
         waits: set[asyncio.Task[Any]] = {reading, *hosts}
-        timeout = None if hosts else silence_limit
-        if waiting is None:
-            done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        else:
-            async with waiting():
-                done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        if not done:
-            raise EngineDown(CrashKind.WEDGED.value)
+        async with waiting() if waiting is not None else contextlib.nullcontext():
+            since = asyncio.get_running_loop().time()
+            while True:
+                done, _ = await asyncio.wait(waits, timeout=self._look(silence_limit),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if done:
+                    break
+                # A host call of ours outstanding is our wait, not the engine's silence: only the pulse counts then.
+                self._check(exchange, since, silence_limit, counting=not hosts)
         for task in done & hosts:
             hosts.discard(task)
             task.result()   # a host handler's bug is the caller's to see
@@ -265,11 +295,13 @@ class AsyncTier:
 
     def __init__(self, engines: list[str], lane: list[str], *, compilers: list[str] | None = None,
                  shipped: ShippedCode | None = None, max_idle: int = DEFAULT_MAX_IDLE,
-                 connect_timeout: float = CONNECT_TIMEOUT_SECONDS, waiting: AsyncWaiting | None = None):
+                 connect_timeout: float = CONNECT_TIMEOUT_SECONDS, waiting: AsyncWaiting | None = None,
+                 pulses: Pulses | None = None):
         self.engines = engines
         self.lane = lane or engines
         self.compilers = compilers or engines
         self.shipped = shipped if shipped is not None else ShippedCode()
+        self.pulses = pulses if pulses is not None else Pulses()   # which engines stopped answering
         self.max_idle = max_idle
         self.connect_timeout = connect_timeout
         self.waiting = waiting   # lets the caller give its admission place away while it waits
@@ -279,7 +311,8 @@ class AsyncTier:
     @classmethod
     def like(cls, tier: Tier, **kwargs: Any) -> AsyncTier:
         """An async tier over `tier`'s engines, sharing its book of code already shipped."""
-        return cls(tier.engines, tier.lane, compilers=tier.compilers, shipped=tier.shipped, **kwargs)
+        return cls(tier.engines, tier.lane, compilers=tier.compilers, shipped=tier.shipped, pulses=tier.pulses,
+                   **kwargs)
 
     # -- code shipping -------------------------------------------------------------------------
     def unsent(self, account_key: str, handlers: list[tuple[str, str]]) -> list[str]:
@@ -307,7 +340,7 @@ class AsyncTier:
             if link.alive():
                 return link
             link.close()   # found stale before use: a fresh link, no call lost
-        return await AsyncEngineLink.connect(address, self.connect_timeout)
+        return await AsyncEngineLink.connect(address, self.connect_timeout, self.pulses)
 
     def _give_back(self, address: str, link: AsyncEngineLink) -> None:
         idle = self._pool(address)
@@ -336,15 +369,23 @@ class AsyncTier:
     async def request(self, account_key: str, message: Mapping[str, Any], on_host: AsyncHostHandler | None = None,
                       on_slow: AsyncSlowHandler | None = None, lane: bool = False,
                       silence_limit: float = 30.0) -> JsonObject:
-        plan = route(self.engines, self.lane, account_key, message, lane)
-        try:
-            address, sending = next(plan)
-            while True:
-                reply = await self._send(address, sending, on_host, on_slow, silence_limit)
-                address, sending = plan.send(reply)
-        except StopIteration as done:
-            result: JsonObject = done.value
-            return result
+        """As Tier._route: engines whose pulse stopped are passed over, and a request one of them
+        fell silent on before it started is planned once more without it."""
+        for attempt in range(2):
+            silent, starting = self.pulses.unready(self.addresses, fresh=attempt > 0)
+            plan = route(self.engines, self.lane, account_key, message, lane, silent=silent, starting=starting)
+            try:
+                address, sending = next(plan)
+                while True:
+                    reply = await self._send(address, sending, on_host, on_slow, silence_limit)
+                    address, sending = plan.send(reply)
+            except StopIteration as done:
+                result: JsonObject = done.value
+                return result
+            except EngineSilent as down:
+                if down.started or attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     async def _send(self, address: str, message: Mapping[str, Any], on_host: AsyncHostHandler | None,
                     on_slow: AsyncSlowHandler | None, silence_limit: float) -> JsonObject:

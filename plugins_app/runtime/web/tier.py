@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import array
 import contextlib
+import fcntl
 import json
 import os
 import select
 import signal
 import socket
+import termios
 import threading
+import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -21,10 +25,14 @@ from plugins_app.runtime import wire
 from plugins_app.runtime.config import DEFAULT_ISOLATE_MEMORY_MB
 from plugins_app.runtime.launch import EngineArgs
 from plugins_app.runtime.protocol import CrashKind, JsonObject, Op, TierLayout
+from plugins_app.runtime.pulse import Pulses
 
 CONNECT_TIMEOUT_SECONDS = 30.0
 MAX_PRIVATE_ENGINES = 8
 MAX_SHIPPED = 100_000   # (account, installation, hash) this process remembers having sent
+# A wait for an engine's next frame is cut in slices this long, to look at its pulse between them:
+# with pulse.SILENT_SECONDS, a stopped engine is noticed within about 1.75 s.
+PULSE_LOOK_SECONDS = 0.25
 
 HostHandler = Callable[[JsonObject], JsonObject]   # a HOST message in, its reply's {"ok", "value"/"error"} out
 SlowHandler = Callable[[str], None]
@@ -49,6 +57,34 @@ class EngineUnavailable(EngineDown):
 
     def __init__(self) -> None:
         super().__init__(CrashKind.CRASHED.value, started=False)
+
+
+class EngineSilent(EngineUnavailable):
+    """The engine stopped answering: its pulse stopped (stopped, hung, or dead with no supervisor to
+    replace it), or it beats but this request went unanswered past every budget. A part's fault,
+    never a handler's: nothing is struck, the engine is left to its supervisor, and the call is
+    answered 503 (`started`: its chain may have run there, so whether it vetoed is unknown) or, when
+    it surely had not started, sent to another engine first."""
+
+    def __init__(self, started: bool):
+        EngineDown.__init__(self, CrashKind.SILENT.value, started=started)
+
+
+def unread_bytes(fd: int) -> int:
+    """Bytes this end sent on a unix stream socket that the other end has not read yet (what Linux
+    still charges to the sender): a request some of whose bytes are unread never started."""
+    out = array.array("i", [0])
+    try:
+        fcntl.ioctl(fd, termios.TIOCOUTQ, out)
+    except OSError:
+        return 0
+    return out[0]
+
+
+def silent_down(exchange: Exchange, fd: int) -> EngineSilent:
+    """The EngineSilent for a request whose engine went silent: not started when it was never sent,
+    waits in the engine's line, or the engine never read all of it."""
+    return EngineSilent(started=exchange.sent and not exchange.queued and unread_bytes(fd) == 0)
 
 
 def check_resend(down: EngineDown, attempt: int) -> None:
@@ -118,11 +154,17 @@ Route = Generator[tuple[str, Mapping[str, Any]], JsonObject, JsonObject]
 
 
 def route(engines: list[str], lane_engines: list[str], account_key: str, message: Mapping[str, Any],
-          lane: bool = False, wait_at: str | None = None) -> Route:
+          lane: bool = False, wait_at: str | None = None, silent: frozenset[str] = frozenset(),
+          starting: frozenset[str] = frozenset()) -> Route:
     """Where a chain goes, as each engine answers (the sync and async tiers both follow it): the
     account's preferred engine, the next one when that is busy, the lane when its own chain is what
-    keeps an engine busy, and, everything busy, a wait at the preferred one."""
-    order = preferred_order(lane_engines if lane else engines, account_key)
+    keeps an engine busy, and, everything busy, a wait at the preferred one. Engines whose pulse
+    stopped (`silent`) are passed over as though busy, and those being started too while another
+    beats; none left: EngineSilent, nothing sent."""
+    candidates = [a for a in preferred_order(lane_engines if lane else engines, account_key) if a not in silent]
+    order = [a for a in candidates if a not in starting] or candidates
+    if not order:
+        raise EngineSilent(started=False)
     for address in order:
         reply = yield address, message
         if not reply.get("busy") or reply.get("holder"):
@@ -133,7 +175,8 @@ def route(engines: list[str], lane_engines: list[str], account_key: str, message
             # chain of its own, which its engine stops waiting on once it holds the isolate too
             # long; when it runs elsewhere, wait in the lane, never in another account's line.
             return (yield from route(engines, lane_engines, account_key, message, True,
-                                     wait_at=None if reply.get("elsewhere") else address))
+                                     wait_at=None if reply.get("elsewhere") else address, silent=silent,
+                                     starting=starting))
     # Everything is busy: wait in line where this account is warm.
     return (yield wait_at or order[0], dict(message, wait=True))
 
@@ -158,17 +201,21 @@ class ShippedCode:
 
 
 class EngineLink:
-    """One connection to one engine, used by one thread at a time."""
+    """One connection to one engine, used by one thread at a time. It never ends a shared engine:
+    one that falls silent (its pulse, `pulses`) is only stopped waiting for; an `owned` one (a
+    private engine of this process) silent past the limit is ended here, as nobody else would."""
 
-    def __init__(self, conn: wire.Frames, pid: int | None = None):
+    def __init__(self, conn: wire.Frames, pid: int | None = None, *, address: str | None = None,
+                 pulses: Pulses | None = None, owned: bool = False):
         self.conn = conn
         self.pid = pid
+        self.address, self.pulses, self.owned = address, pulses, owned
         self.readable = select.poll()   # made once: Connection.poll builds a selector per call
         self.readable.register(conn.fileno(), select.POLLIN)
         self.next_id = 0
 
     @classmethod
-    def connect(cls, address: str) -> EngineLink:
+    def connect(cls, address: str, pulses: Pulses | None = None) -> EngineLink:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(CONNECT_TIMEOUT_SECONDS)
         try:
@@ -177,9 +224,12 @@ class EngineLink:
             sock.close()
             raise EngineUnavailable() from None
         sock.settimeout(None)
-        link = cls(wire.Frames(sock.detach()))
+        link = cls(wire.Frames(sock.detach()), address=address, pulses=pulses)
         try:
             link.pid = link.request({"op": Op.PING.value}, silence_limit=CONNECT_TIMEOUT_SECONDS).get("pid")
+        except EngineSilent:   # in the backlog of an engine that stopped: nothing ran
+            link.close()
+            raise EngineSilent(started=False) from None
         except EngineDown:   # accepted by an engine that died before it answered: nothing ran
             raise EngineDown(started=False) from None
         return link
@@ -195,16 +245,8 @@ class EngineLink:
             self.conn.send_bytes(wire.dumps(message))
             exchange.sent = True
             while True:
-                if self.conn.has_frame():
-                    ready = True
-                elif waiting is None:
-                    ready = bool(self.readable.poll(silence_limit * 1000))
-                else:
-                    with waiting():
-                        ready = bool(self.readable.poll(silence_limit * 1000))
-                if not ready:
-                    self.stop_engine()
-                    raise EngineDown(CrashKind.WEDGED.value)
+                if not self.conn.has_frame():
+                    self._await_frame(exchange, silence_limit, waiting)
                 reply: JsonObject = wire.loads(self.conn.recv_bytes())
                 op = reply.get("op")
                 exchange.note(reply)
@@ -219,6 +261,25 @@ class EngineLink:
         except (EOFError, OSError) as exc:
             self.close()
             raise exchange.lost(exc) from None
+
+    def _await_frame(self, exchange: Exchange, silence_limit: float, waiting: Waiting | None) -> None:
+        """Until the engine's next frame can be read, looking at its pulse between slices. A silent
+        engine is left running (its supervisor decides); the request fails as EngineSilent. A
+        beating one is waited for past `silence_limit` only while it says the request is in its
+        line (the engine stops every handler over its budget itself)."""
+        since = time.monotonic()
+        look = min(PULSE_LOOK_SECONDS if self.pulses is not None else silence_limit, silence_limit)
+        with waiting() if waiting is not None else contextlib.nullcontext():   # entered once: it may queue
+            while not self.readable.poll(look * 1000):
+                stopped = self.pulses is not None and self.address is not None and self.pulses.silent(self.address)
+                if not stopped and (time.monotonic() - since < silence_limit or exchange.queued):
+                    continue
+                if self.owned:   # a private engine is ours alone: nobody else would end it
+                    self.stop_engine()
+                    raise EngineDown(CrashKind.WEDGED.value)
+                down = silent_down(exchange, self.conn.fileno())
+                self.close()
+                raise down
 
     @staticmethod
     def _answer(call: JsonObject, on_host: HostHandler | None, waiting: Waiting | None) -> JsonObject:
@@ -243,7 +304,7 @@ class EngineLink:
         return True
 
     def stop_engine(self) -> None:
-        """An engine silent past every budget is beyond saving: end it (its supervisor starts another)."""
+        """A private engine of this process silent past every budget is beyond saving: end it."""
         if self.pid:
             try:
                 os.kill(self.pid, signal.SIGKILL)
@@ -265,7 +326,7 @@ class PrivateEngine:
         # No spare isolate: a private engine serves one short nested chain at a time.
         self.proc = EngineArgs(memory_mb, conn=fd, spare=False).start(env)
         os.close(fd)
-        self.link = EngineLink(wire.Frames(parent.detach()), self.proc.pid)
+        self.link = EngineLink(wire.Frames(parent.detach()), self.proc.pid, owned=True)
         try:
             if not self.link.readable.poll(CONNECT_TIMEOUT_SECONDS * 1000):
                 raise EOFError("no READY")
@@ -306,6 +367,7 @@ class Tier:
         self._private_idle: list[PrivateEngine] = []
         self.private_count = 0
         self.shipped = ShippedCode()   # shared with an AsyncTier made like() this one
+        self.pulses = Pulses()         # the engines' pulses: which of them stopped answering
 
     # -- code shipping -------------------------------------------------------------------------
     def unsent(self, account_key: str, handlers: list[tuple[str, str]]) -> list[str]:
@@ -325,7 +387,7 @@ class Tier:
             link.close()
             link = None
         if link is None:
-            link = links[address] = EngineLink.connect(address)
+            link = links[address] = EngineLink.connect(address, self.pulses)
         return link
 
     def _forget(self, address: str) -> None:
@@ -366,14 +428,22 @@ class Tier:
 
     def _route(self, account_key: str, message: Mapping[str, Any], on_host: HostHandler | None,
                on_slow: SlowHandler | None, lane: bool, silence_limit: float) -> JsonObject:
-        plan = route(self.engines, self.lane, account_key, message, lane)
-        try:
-            address, sending = next(plan)
-            while True:
-                address, sending = plan.send(self._send(address, sending, on_host, on_slow, silence_limit))
-        except StopIteration as done:
-            reply: JsonObject = done.value
-            return reply
+        """route()'s plan over the engines that beat; a request an engine fell silent on before it
+        started is planned once more, without that engine."""
+        for attempt in range(2):
+            silent, starting = self.pulses.unready(self.addresses, fresh=attempt > 0)
+            plan = route(self.engines, self.lane, account_key, message, lane, silent=silent, starting=starting)
+            try:
+                address, sending = next(plan)
+                while True:
+                    address, sending = plan.send(self._send(address, sending, on_host, on_slow, silence_limit))
+            except StopIteration as done:
+                reply: JsonObject = done.value
+                return reply
+            except EngineSilent as down:
+                if down.started or attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     def _send(self, address: str, message: Mapping[str, Any], on_host: HostHandler | None,
               on_slow: SlowHandler | None, silence_limit: float) -> JsonObject:
