@@ -5,6 +5,7 @@ the live result there (services/versions/compare.py) and counted, never applied.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F
@@ -75,6 +76,7 @@ def run(account_id: int, hook: str, context: dict, hop: int = 0, turn_id: str = 
     redactor = account_redactor(account_id)
     ran = 0
     for handler in chain_cache.handlers(account, shadow_key(hook)):
+        place: tuple[Any, compare.Side] | None
         if known is None:
             place = (spec.value_of(context), compare.Side("unchanged", spec.value_of(context)))
         elif handler.installation_id in live:   # a shadowed draft: at its live version's place
