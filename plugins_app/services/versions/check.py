@@ -1,14 +1,17 @@
 """Checking a version against recorded calls: run it at its installation's place on the inputs that
 place saw, beside the live code, with nothing written, and answer the comparison shadow answers.
 
-Per recorded call, two runs through the seam in REPLAY mode (stand-ins for host calls that write or
+Per recorded call, two runs through the seam in REPLAY mode, awaited a batch at a time on an event loop
+of the check's own (the engines run a batch's chains interleaved) (stand-ins for host calls that write or
 reach out; no cancel rows, warnings, strikes, logs or kv): the live chain up to the installation's
 place, with each handler's value traced (the input at the place and the live version's result), then
 the candidate alone on that input. A deploy can be guarded by it (`max_different`)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import transaction
 
@@ -17,7 +20,7 @@ from plugins_app.models import Installation, PluginVersion, RecordedCall
 from plugins_app.runtime.tables.context import ContextError
 from plugins_app.runtime.web.chain import Handler
 from plugins_app.services.execution.chain_cache import chain_cache, make_version_handler
-from plugins_app.services.execution.invoke import Mode, invoke
+from plugins_app.services.execution.invoke import Invocation, Mode, finish, prepare, run_async
 from plugins_app.services.hooks import require_hook
 from plugins_app.services.observability.metering import meter
 from plugins_app.services.plugins import installations as plugins
@@ -27,7 +30,8 @@ from plugins_app.services.versions import releases as versions
 
 MAX_CALLS = 1000          # recorded calls one check runs on (the default bound of what is kept per hook)
 DEFAULT_CALLS = 200
-CHECK_SUFFIX = ":check"   # usage rows of check runs: "<slug>:check", apart from live and shadow runs
+CHECK_SUFFIX = ":check"
+IN_FLIGHT = 16            # recorded calls whose engine runs a check has in flight at once   # usage rows of check runs: "<slug>:check", apart from live and shadow runs
 
 
 class CheckFailed(Conflict):
@@ -84,46 +88,99 @@ def check(account, installation_id, number, calls=None) -> Check:
     candidate = make_version_handler(installation, version)
     redactor = account_redactor(account.pk)
     durations: dict[str, list[tuple[str, float]]] = {}
-    for row in reversed(rows):   # oldest first: Tally keeps the newest examples
-        outcome = _compare_one(account, row, candidate)
-        if outcome is None:
-            result.skipped += 1
-            continue
-        kind, example, duration_ms = outcome
-        result.tally.add(kind, redactor.data(example))
-        durations.setdefault(row.hook, []).append((installation.plugin.slug + CHECK_SUFFIX, duration_ms))
+    loop = asyncio.new_event_loop()   # the engine runs of a batch are awaited together on it
+    try:
+        rows.reverse()   # oldest first: Tally keeps the newest examples
+        for start in range(0, len(rows), IN_FLIGHT):
+            batch = rows[start:start + IN_FLIGHT]
+            for row, outcome in zip(batch, _compare_batch(loop, account, batch, candidate), strict=True):
+                if outcome is None:
+                    result.skipped += 1
+                    continue
+                kind, example, duration_ms = outcome
+                result.tally.add(kind, redactor.data(example))
+                durations.setdefault(row.hook, []).append((installation.plugin.slug + CHECK_SUFFIX, duration_ms))
+    finally:
+        loop.close()
     for hook, runs in durations.items():
         meter.add_runs(account.pk, hook, runs)
     return result
 
 
-def _compare_one(account, row: RecordedCall, candidate: Handler) -> tuple[str, dict, float] | None:
-    spec = require_hook(row.hook)
-    chain = chain_cache.handlers(account, row.hook)
-    ids = [h.installation_id for h in chain]
+Outcome = tuple[str, dict, float] | None
+
+
+def _compare_batch(loop: asyncio.AbstractEventLoop, account, rows: list[RecordedCall],
+                   candidate: Handler) -> list[Outcome]:
+    """Each row's comparison: the live chains up to the place, all in flight at once, then the candidate
+    on each input they gave, all in flight at once."""
     mine = candidate.installation_id
-    # The live chain up to the installation's place (all of it when the version adds this hook).
-    prefix = chain[:ids.index(mine) + 1] if mine in ids else chain
+    lives: list[Invocation | None] = []
+    for row in rows:
+        chain = chain_cache.handlers(account, row.hook)
+        ids = [h.installation_id for h in chain]
+        # The live chain up to the installation's place (all of it when the version adds this hook).
+        prefix = chain[:ids.index(mine) + 1] if mine in ids else chain
+        lives.append(_prepare(account, row, row.context, prefix))
+    _run_all(loop, lives)
+    places: list[tuple[Any, compare.Side] | None] = []
+    runs: list[Invocation | None] = []
+    for row, live_run in zip(rows, lives, strict=True):
+        place = None if live_run is None else _place(account, row, live_run, mine)
+        places.append(place)
+        runs.append(None if place is None or live_run is None else
+                    _prepare(account, row, compare.with_value(require_hook(row.hook), live_run.context, place[0]),
+                             [candidate]))
+    _run_all(loop, runs)
+    outcomes: list[Outcome] = []
+    for row, place, run in zip(rows, places, runs, strict=True):
+        side = None if place is None or run is None or run.result is None else \
+            compare.candidate_side(require_hook(row.hook), place[0], run.result)
+        if place is None or side is None or run is None or run.result is None:
+            outcomes.append(None)
+            continue
+        example = compare.example(place[0], place[1], side, hook=row.hook, callId=str(row.pk),
+                                  at=row.created_at.isoformat())
+        outcomes.append((compare.kind_of(place[1], side), example, run.result.trace[0].duration_ms))
+    return outcomes
+
+
+def _place(account, row: RecordedCall, live_run: Invocation, mine: str) -> tuple[Any, compare.Side] | None:
+    """The input at the installation's place in the live run and what the live version made of it."""
+    assert live_run.result is not None
+    spec = require_hook(row.hook)
+    steps = compare.steps_of(spec, live_run.context, live_run.result)
+    ids = [h.installation_id for h in live_run.handlers]
+    if mine in ids:
+        return compare.at_place(spec, live_run.context, steps, mine)
+    return compare.at_place(spec, live_run.context, steps, None, ids)
+
+
+def _prepare(account, row: RecordedCall, context: dict, handlers: list[Handler]) -> Invocation | None:
+    """A replay-mode run of `handlers` on `context`, ready for the engine; None when the recorded context
+    no longer fits the hook (that call is skipped)."""
     try:
-        live_run = invoke(account, row.hook, row.context, mode=Mode.REPLAY, origin="check", hop=row.hop,
-                          turn_id=row.turn_id, handlers=prefix, bad_context=_unfit)
-        assert live_run.result is not None
-        steps = compare.steps_of(spec, live_run.context, live_run.result)
-        place = (compare.at_place(spec, live_run.context, steps, mine) if mine in ids
-                 else compare.at_place(spec, live_run.context, steps, None, ids))
-        if place is None:   # the live chain cancels before the place: the version would not be asked
-            return None
-        given, live = place
-        run = invoke(account, row.hook, compare.with_value(spec, live_run.context, given), mode=Mode.REPLAY,
-                     origin="check", hop=row.hop, turn_id=row.turn_id, handlers=[candidate])
+        return prepare(account, row.hook, context, mode=Mode.REPLAY, origin="check", hop=row.hop,
+                       turn_id=row.turn_id, handlers=handlers, bad_context=_unfit, asynchronous=True)
     except _Unfit:
         return None
-    assert run.result is not None
-    side = compare.candidate_side(spec, given, run.result)
-    if side is None:
-        return None
-    example = compare.example(given, live, side, hook=row.hook, callId=str(row.pk), at=row.created_at.isoformat())
-    return compare.kind_of(live, side), example, run.result.trace[0].duration_ms
+
+
+def _run_all(loop: asyncio.AbstractEventLoop, invocations: list[Invocation | None]) -> None:
+    """The engine runs of `invocations`, awaited together, then each finished (scrubbed, probes closed);
+    the first failure (no engine, say) is raised once every run is settled."""
+    ready = [i for i in invocations if i is not None]
+
+    async def together() -> list[Any]:
+        return await asyncio.gather(*(run_async(i) for i in ready), return_exceptions=True)
+
+    outcomes = loop.run_until_complete(together())
+    failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
+    for invocation, outcome in zip(ready, outcomes, strict=True):
+        if not isinstance(outcome, BaseException):
+            finish(invocation)
+    if failure is not None:
+        raise failure
 
 
 class _Unfit(HubError):
