@@ -3,8 +3,9 @@
 
 An after-chain observer adds the call to a buffer (a list append under a lock, on the request path);
 the buffered writer's thread redacts, writes and prunes in batches off it, like metering. A batch that
-fails is written call by call, and a call that still fails is kept for the next flush: only the bounds
-ever drop a call."""
+fails is written call by call, and a call that still fails is kept for the next flush (for MAX_TRIES
+flushes: a value the database can never store is let go then, logged); otherwise only the bounds drop
+a call."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from plugins_app.services.versions.config import RecordingConfig
 
 logger = logging.getLogger(__name__)
 OUTCOMES = ("unchanged", "changed", "cancelled")
-PRUNE_EVERY_SECONDS = 600   # how often the writer's thread also drops calls past their age in quiet hooks
+PRUNE_EVERY_SECONDS = 600
+MAX_TRIES = 30   # flushes (2 s apart by default: a minute) a call the database refuses is kept for
 
 
 def config() -> RecordingConfig:
@@ -73,6 +75,7 @@ class Recorder(BufferedWriter):
         for (account_id, _hook), calls in newest.items():
             redactor = redactors[account_id]
             for call in calls[-bound:] if bound > 0 else []:
+                call = {k: v for k, v in call.items() if k != "tries"}
                 rows.append(RecordedCall(**{**call, "context": redactor.data(call["context"]),
                                             "value": redactor.data(call["value"]),
                                             "reason": redactor.text(call["reason"])}))
@@ -84,8 +87,15 @@ class Recorder(BufferedWriter):
             prune(account_id, hook)
 
     def keep(self, key, value) -> None:
+        # A call the database refused this many flushes running (a value it can never store) is let go,
+        # logged, rather than tried forever; a passing outage is far shorter than that.
+        tries = value.get("tries", 0) + 1
+        if tries >= MAX_TRIES:
+            logger.error("a recorded %s call of account %s could not be written in %d tries; dropped",
+                         value["hook"], value["account_id"], tries)
+            return
         with self._lock:
-            self._pending[key] = value
+            self._pending[key] = {**value, "tries": tries}
 
     def periodic(self) -> None:
         super().periodic()

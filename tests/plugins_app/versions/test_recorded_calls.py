@@ -108,6 +108,11 @@ def test_a_failed_write_keeps_the_calls_for_the_next_flush(account):
     # The good call is written; the one that cannot be is kept for the next flush, not dropped.
     assert RecordedCall.objects.filter(account=account).count() == 1
     assert [c["context"] for c in writer._pending.values()] == [{"x": {1, 2}}]   # not JSON: it cannot be written
+    writer.flush()
+    assert RecordedCall.objects.filter(account=account).count() == 1   # written once, not again
+    for _ in range(recording.MAX_TRIES):   # one the database can never take is let go in the end
+        writer.flush()
+    assert writer._pending == {}
 
 
 def test_auditors_of_another_account_see_nothing_and_deleting_the_account_deletes_them(
