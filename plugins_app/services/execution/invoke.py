@@ -40,8 +40,8 @@ HandlerSwap = Callable[[list[Handler]], list[Handler]]
 class Mode(StrEnum):
     LIVE = "live"       # the platform's calls, cron, timers, SSH, peer messages: recorded
     TRY = "try"         # a try-run: host calls are real (docs/admin.md), nothing recorded, values kept
-    REPLAY = "replay"   # a cancel-log entry again: stand-ins for calls that write or reach out, values kept
-    SHADOW = "shadow"   # a shadow handler on a copy of the context: stand-ins, nothing recorded
+    REPLAY = "replay"   # a cancel-log entry or recorded call again, a check: stand-ins for calls that write or reach out, values kept
+    SHADOW = "shadow"   # a shadow handler at its place, on a copy of the input there: stand-ins, nothing recorded
 
 
 @dataclass(frozen=True)
