@@ -150,13 +150,32 @@ def versions(click_ctx: click.Context, name: str, as_json: bool) -> None:
 @cli.command()
 @click.argument("name")
 @click.argument("number", type=int)
+@click.option("--check", "check_calls", type=click.IntRange(1, 1000),
+              help="First run the version against this many recorded calls and print the comparison.")
+@click.option("--max-different", type=click.FloatRange(0, 100),
+              help="Refuse (exit 2, nothing deployed) when more than this percentage of checked calls are not "
+                   "the same (checks 200 calls unless --check says).")
 @json_option
 @click.pass_context
-def deploy(click_ctx: click.Context, name: str, number: int, as_json: bool) -> None:
-    """Make version NUMBER of a plugin the live code."""
+def deploy(click_ctx: click.Context, name: str, number: int, check_calls: int | None, max_different: float | None,
+           as_json: bool) -> None:
+    """Make version NUMBER of a plugin the live code, optionally checked against recorded calls first."""
     ctx = _ctx(click_ctx, as_json)
-    answer = run(ctx, lambda: shortcuts.deploy(ctx.client(), name, number))
-    ctx.out(answer, f"{answer['plugin']}: version {answer['live']} is live")
+
+    def action() -> dict:
+        try:
+            return shortcuts.deploy(ctx.client(), name, number, check=check_calls, max_different=max_different)
+        except ApiError as exc:
+            if exc.code != "check_failed" or not isinstance(exc.extra.get("check"), dict):
+                raise
+            return {"refused": exc.message, "check": exc.extra["check"]}
+
+    answer = run(ctx, action)
+    lines = shortcuts.check_lines(answer["check"]) if "check" in answer else []
+    if "refused" in answer:
+        ctx.out(answer, "\n".join([*lines, f"hub: not deployed: {answer['refused']}"]))
+        sys.exit(EXIT_CHANGES)
+    ctx.out(answer, "\n".join([*lines, f"{answer['plugin']}: version {answer['live']} is live"]))
 
 
 @cli.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from hub_cli.client import ApiError, Client
@@ -45,10 +46,38 @@ def versions(client: Client, name: str) -> dict:
     return {"plugin": slugify(name), "live": answer["live"], "versions": rows}
 
 
-def deploy(client: Client, name: str, number: int) -> dict:
+def deploy(client: Client, name: str, number: int, *, check: int | None = None,
+           max_different: float | None = None) -> dict:
+    """Deploy version `number`; with `check`, the hub first runs it against that many recorded calls, and
+    with `max_different` refuses past that percentage (ApiError code check_failed, carrying the check)."""
     installation_id = client.installation_id(slugify(name))
-    answer = client.post(f"plugins/{installation_id}/versions/{number}/deploy", {})
-    return {"plugin": answer["plugin"]["plugin"], "live": answer["plugin"]["liveVersion"]}
+    body: dict = {}
+    if check is not None:
+        body["check"] = check
+    if max_different is not None:
+        body["maxDifferent"] = max_different
+    answer = client.post(f"plugins/{installation_id}/versions/{number}/deploy", body)
+    found = {"plugin": answer["plugin"]["plugin"], "live": answer["plugin"]["liveVersion"]}
+    if "check" in answer:
+        found["check"] = answer["check"]
+    return found
+
+
+CHECK_EXAMPLES = 3   # examples of each kind a terminal shows (--json has all the hub sent)
+
+
+def check_lines(check: dict) -> list[str]:
+    """A check's summary, then a few examples of each kind that was not the same, side by side."""
+    lines = [f"{check['plugin']} version {check['version']} against {check['summary']}"
+             f" ({check['differentPercent']}% not the same)"]
+    for kind, examples in check["examples"].items():
+        for e in examples[:CHECK_EXAMPLES] if kind != "same" else []:
+            live, candidate = e["live"], e["candidate"]
+            lines.append(f"  {kind} ({e['hook']}, call {e['callId']}): input {json.dumps(e['input'])[:80]}")
+            lines.append(f"    live:      {live['status']} {json.dumps(live['value'])[:80]} {live['reason'] or ''}")
+            lines.append(f"    candidate: {candidate['status']} {json.dumps(candidate['value'])[:80]} "
+                         f"{candidate['reason'] or ''}")
+    return lines
 
 
 def rollback(client: Client, name: str) -> dict:

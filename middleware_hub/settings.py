@@ -14,6 +14,7 @@ from plugins_app.services.observability.config import MetricsConfig, TailConfig
 from plugins_app.services.scheduling.config import SchedulingConfig
 from plugins_app.services.secrets.config import SecretsConfig
 from plugins_app.services.ssh.config import SshConfig
+from plugins_app.services.versions.config import RecordingConfig
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Every variable is read through this one typed reader (plugins_app/runtime/environment.py), as the
@@ -212,6 +213,7 @@ HUB_HOST = HostConfig.from_env(os.environ, debug=DEBUG)    # host.fetch, the pla
 HUB_SSH = SshConfig.from_env(os.environ)
 HUB_SECRETS = SecretsConfig.from_env(os.environ)   # account secrets' encryption keys
 HUB_QUARANTINE = QuarantineConfig.from_env(os.environ)
+HUB_RECORDING = RecordingConfig.from_env(os.environ)     # recorded execute calls (checks run on them)
 HUB_ADMISSION = AdmissionConfig.from_env(os.environ)      # fair admission of execute calls
 HUB_METRICS = MetricsConfig.from_env(os.environ)          # GET /metrics
 HUB_TAIL = TailConfig.from_env(os.environ, broker_url=CELERY_BROKER_URL, var_dir=str(VAR_DIR))   # GET /api/v1/tail

@@ -21,7 +21,7 @@ class PluginsAppConfig(AppConfig):
         from plugins_app.services.host import log, platform, registry
         from plugins_app.services.observability import latency, metering, metrics, tail, tracing
         from plugins_app.services.scheduling import task_queue
-        from plugins_app.services.versions import shadow
+        from plugins_app.services.versions import recording, shadow
 
         # Fair admission reports to the metrics; a call waiting on its engine gives its place away.
         admission.configure(on_wait=metrics.admission_waited, on_rest=metrics.admission_rested)
@@ -37,6 +37,7 @@ class PluginsAppConfig(AppConfig):
         after_chain.add("latency", latency.observe_chain)
         after_chain.add("metrics", metrics.observe_chain)
         after_chain.add("plugin logs", log.store_logs)
+        after_chain.add("recorded calls", recording.observe_chain)   # checks run versions against them
         after_chain.add("shadow", shadow.observe_chain)
         after_chain.add("tail", tail.observe_chain)   # last: the stream shows what the others recorded
         metrics.register()   # Celery's task signals

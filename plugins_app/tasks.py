@@ -62,6 +62,6 @@ def deliver_notification(self, notification_id: int):
 
 
 @shared_task(ignore_result=True)
-def run_shadow(account_id: int, hook: str, context: dict, hop: int = 0, turn_id: str = ""):
+def run_shadow(account_id: int, hook: str, context: dict, hop: int = 0, turn_id: str = "", steps: list | None = None):
     """Shadow handlers of one execute call, after its answer went out (services/versions/shadow.py)."""
-    shadow.run(account_id, hook, context, hop, turn_id)
+    shadow.run(account_id, hook, context, hop, turn_id, steps)

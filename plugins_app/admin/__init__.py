@@ -8,7 +8,7 @@ from plugins_app.admin.audit import changes, latency, logs  # noqa: F401
 from plugins_app.admin.plugins import chains, installations  # noqa: F401
 from plugins_app.admin.secrets import pages as secret_pages  # noqa: F401
 from plugins_app.admin.ssh import hosts, turns  # noqa: F401
-from plugins_app.admin.versions import pages  # noqa: F401
+from plugins_app.admin.versions import pages, recorded  # noqa: F401
 
 from . import initial_data
 from .scoping import (

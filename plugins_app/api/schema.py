@@ -115,13 +115,15 @@ TAGS = {
     "platform": "platform", "agents": "platform",
     "cron-jobs": "scheduling", "cron-runs": "scheduling", "notifications": "scheduling",
     "ssh-hosts": "ssh", "ssh": "ssh", "sdk": "plugins", "secrets": "secrets", "account": "plugins", "tail": "audit",
+    "recorded-calls": "audit",
 }
 TAG_DESCRIPTIONS = {
     "keys": "Checking an account key.",
     "hooks": "The 14 hooks and running an account's chain for one.",
     "chains": "The order plugins run in, per hook.",
     "plugins": "Installing, enabling, granting and configuring plugins; the official catalog; the SDK's types.",
-    "audit": "Cancellations (and replaying them), handler warnings, plugin logs, usage, the change log and the live tail.",
+    "audit": "Cancellations and recorded calls (and replaying them), handler warnings, plugin logs, usage, the change "
+             "log and the live tail.",
     "platform": "The platform bridge and the agents the platform registers.",
     "scheduling": "Cron jobs, their runs, and agents' timers.",
     "ssh": "SSH hosts and the gateway that runs agents' SSH operations.",

@@ -4,6 +4,7 @@ from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
 from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
 from .latency import LatencyHistogram
 from .plugins import ChainEntry, Installation, Plugin
+from .recorded import RecordedCall
 from .scheduling import CronJob, CronRun, Notification
 from .secrets import Secret
 from .shadow import ShadowSample, ShadowStat
@@ -12,5 +13,5 @@ from .versions import AccountChange, PluginVersion
 
 __all__ = ["AccountChange", "Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning",
            "ImmutableRecordError", "Installation", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin",
-           "PluginLog", "PluginVersion", "Secret", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "UsageDaily",
+           "PluginLog", "PluginVersion", "RecordedCall", "Secret", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "UsageDaily",
            "WorkspaceFile"]

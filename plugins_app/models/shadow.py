@@ -11,8 +11,10 @@ class ShadowStat(models.Model):
     installation = models.OneToOneField(Installation, on_delete=models.CASCADE, related_name="shadow_stat")
     calls = models.PositiveBigIntegerField(default=0)
     would_cancel = models.PositiveBigIntegerField(default=0)
-    would_change = models.PositiveBigIntegerField(default=0)
+    would_change = models.PositiveBigIntegerField(default=0, help_text="Different values (the older name).")
     failed = models.PositiveBigIntegerField(default=0)
+    same = models.PositiveBigIntegerField(default=0)
+    would_no_longer_cancel = models.PositiveBigIntegerField(default=0)
     since = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -26,6 +28,8 @@ class ShadowSample(models.Model):
         CANCEL = "cancel", "Would have cancelled"
         CHANGE = "change", "Would have changed"
         FAILURE = "failure", "Failed"
+        SAME = "same", "Same as the live version"
+        UNCANCEL = "uncancel", "Would no longer cancel"
 
     installation = models.ForeignKey(Installation, on_delete=models.CASCADE, related_name="shadow_samples")
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -34,6 +38,8 @@ class ShadowSample(models.Model):
     message = models.CharField(max_length=500, blank=True, help_text="The cancel reason, or the failure.")
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
+    # The comparison side by side (services/versions/compare.py): input, live and candidate results.
+    example = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

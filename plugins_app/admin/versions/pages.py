@@ -18,6 +18,7 @@ from plugins_app.admin.versions.diff import side_by_side
 from plugins_app.admin.versions.forms import DraftForm
 from plugins_app.errors import CompileFailed, HubError
 from plugins_app.models import Installation, PluginVersion
+from plugins_app.services.versions import check as checks
 from plugins_app.services.versions import releases as versions
 from plugins_app.services.versions import shadow
 
@@ -94,6 +95,7 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
         for row in rows:
             row.not_granted = versions.not_granted(installation, row)  # type: ignore[attr-defined]  # for the template beside the row; not a model field
         report = shadow.report(installation.account, installation.pk)
+        deployer = may_deploy(request, installation) and not installation.plugin.is_official
         context = {
             **self.admin_site.each_context(request),
             "title": f"Versions of {installation.plugin.name} in {installation.account}",
@@ -109,9 +111,23 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
             "deploys": versions.deploy_history(installation)[:50],
             "shadow": report,
             "shadow_since": parse_datetime(report["since"]) if report["since"] else None,
+            "check_calls": checks.DEFAULT_CALLS,
+            "check": self._check(request, installation) if deployer else None,
             **self._diff_context(request, rows),
         }
         return TemplateResponse(request, "admin/plugins_app/pluginversion/history.html", context)
+
+    @staticmethod
+    def _check(request, installation: Installation) -> dict | None:
+        """?check=<n>: version n run against the newest recorded calls, shown above its Deploy button."""
+        number = request.GET.get("check", "")
+        if not number:
+            return None
+        try:
+            return checks.check(installation.account, installation.pk, number).as_dict()
+        except HubError as exc:
+            messages.error(request, str(exc.detail))
+            return None
 
     @staticmethod
     def _draft_base(request, installation: Installation, rows) -> PluginVersion | None:

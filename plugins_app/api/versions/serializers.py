@@ -3,7 +3,7 @@
 from rest_framework import serializers
 
 from plugins_app.api.base import StrIdField
-from plugins_app.models import AccountChange, PluginVersion
+from plugins_app.models import AccountChange, PluginVersion, RecordedCall
 
 
 class VersionSerializer(serializers.ModelSerializer):
@@ -42,6 +42,36 @@ class DraftRequestSerializer(serializers.Serializer):
 class DeployRequestSerializer(serializers.Serializer):
     grant = serializers.ListField(child=serializers.CharField(), required=False,
                                   help_text="permissions the version asks for, granted with the deploy")
+    check = serializers.JSONField(required=False, help_text="check the version against this many recorded "
+                                                            "calls first (1 to 1000); the answer carries it")
+    maxDifferent = serializers.JSONField(
+        required=False, help_text="refuse the deploy (409 check_failed, nothing deployed) when more than this "
+                                  "percentage of the checked calls are not the same; checks 200 calls unless "
+                                  "`check` says how many")
+
+
+class CheckRequestSerializer(serializers.Serializer):
+    version = serializers.JSONField(help_text="the version to check (a draft, or any other)")
+    calls = serializers.JSONField(required=False, help_text="how many recorded calls, newest first (1 to 1000; "
+                                                            "default 200)")
+
+
+class RecordedReplayRequestSerializer(serializers.Serializer):
+    installationId = serializers.CharField(required=False, help_text="run this installation's `version` instead "
+                                                                     "of its live code")
+    version = serializers.CharField(required=False)
+
+
+class RecordedCallSerializer(serializers.ModelSerializer):
+    id = StrIdField(source="pk")
+    turnId = serializers.CharField(source="turn_id")
+    cancelledBy = serializers.CharField(source="cancelled_by")
+    createdAt = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = RecordedCall
+        fields = ["id", "hook", "context", "hop", "turnId", "versions", "outcome", "value", "cancelledBy", "reason",
+                  "createdAt"]
 
 
 class ChangeSerializer(serializers.ModelSerializer):

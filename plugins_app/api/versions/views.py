@@ -1,4 +1,4 @@
-"""API views of versions (drafts, deploy, rollback), the account change log, and replays."""
+"""API views of versions (drafts, checks, deploy, rollback), the account change log, recorded calls and replays."""
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -13,8 +13,9 @@ from plugins_app.api.plugins import serializers as s
 from plugins_app.api.versions import serializers as vs
 from plugins_app.services.audit import changes
 from plugins_app.services.plugins import installations as plugins
+from plugins_app.services.versions import check as checks
+from plugins_app.services.versions import recording, replay, shadow
 from plugins_app.services.versions import releases as versions
-from plugins_app.services.versions import replay, shadow
 
 _VERSIONS = inline_serializer("VersionList", {"live": drf_serializers.IntegerField(allow_null=True),
                                               "versions": vs.VersionSerializer(many=True)})
@@ -47,10 +48,45 @@ class VersionListView(AccountView):
 
 class VersionDeployView(AccountView):
     @body(vs.DeployRequestSerializer, responses=_DEPLOYED,
-          summary="Make a version the live code from the very next call")
+          summary="Make a version the live code from the very next call (optionally checked against recorded "
+                  "calls first, and refused past maxDifferent)")
     def post(self, request: Request, installation_id: str, number: str) -> Response:
         data = validated(vs.DeployRequestSerializer, request.data or {})
-        return Response(_deployed(*versions.deploy(self.account, installation_id, number, grant=data.get("grant"))))
+        installation, version, report = checks.deploy_checked(
+            self.account, installation_id, number, grant=data.get("grant"), calls=data.get("check"),
+            max_different=data.get("maxDifferent"))
+        answer = _deployed(installation, version)
+        if report is not None:
+            answer["check"] = report
+        return Response(answer)
+
+
+class CheckView(AccountView):
+    @body(vs.CheckRequestSerializer, responses=OpenApiTypes.OBJECT,
+          summary="Run a version at its place on the newest recorded calls, beside the live code, writing "
+                  "nothing: counts and examples of same, different, would cancel, would no longer cancel, failed")
+    def post(self, request: Request, installation_id: str) -> Response:
+        data = validated(vs.CheckRequestSerializer, request.data or {})
+        return Response(checks.check(self.account, installation_id, data["version"], data.get("calls")).as_dict())
+
+
+@extend_schema(summary="Recorded execute calls (redacted; the newest per hook within the bounds), newest first",
+               parameters=[OpenApiParameter("hook", str, description="only this hook"),
+                           OpenApiParameter("outcome", str, description="unchanged, changed or cancelled"),
+                           OpenApiParameter("since", str, description="ISO date or date-time"),
+                           OpenApiParameter("until", str, description="ISO date or date-time")])
+class RecordedCallListView(AuditListView):
+    serializer_class = vs.RecordedCallSerializer
+    query = staticmethod(recording.recorded_calls)
+
+
+class RecordedCallReplayView(AccountView):
+    @body(vs.RecordedReplayRequestSerializer, responses=OpenApiTypes.OBJECT,
+          summary="Run a recorded call's context against the current chain (or a draft), without side effects")
+    def post(self, request: Request, call_id: str) -> Response:
+        data = validated(vs.RecordedReplayRequestSerializer, request.data or {})
+        return Response(replay.replay_call(self.account, call_id, installation_id=data.get("installationId"),
+                                           version=data.get("version")))
 
 
 class RollbackView(AccountView):

@@ -19,7 +19,8 @@ from plugins_app.runtime.web.tier import EngineDown, EngineUnavailable, Tier
 SESSION_HOP_LIMIT = 4   # host.session (peer messages) is offered up to this hop, not beyond
 QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts"
 HELD_BACK_WARNING = "skipped: another call of this handler has held its engine for over a second"
-FAILED = ("error", "timeout", "malformed")   # the statuses whose trace says where in the source
+FAILED = ("error", "timeout", "malformed")
+MISSING_TRIES = 3   # requests sent again, with the code, to engines that answer that they lack it   # the statuses whose trace says where in the source
 
 
 @dataclass(frozen=True)
@@ -209,8 +210,13 @@ def _request(tier: CodeBook, account_key: str, request: RunRequest, by_id: dict[
     if unsent:
         request["code"] = _code(by_id, unsent)
     reply = yield Ask(request, by_id, lane, silence)
-    if "missing" in reply:
-        request["code"] = _code(by_id, reply["missing"])
+    for _ in range(MISSING_TRIES):
+        if "missing" not in reply:
+            break
+        # Every handler's code goes with the retry: the book of code shipped is per account, not per
+        # engine, so with an account's chains in flight at once the retry may reach an engine that
+        # lacks more than the first one said (issue 43's checks met this; one retry was not enough).
+        request["code"] = _code(by_id, by_id)
         reply = yield Ask(request, by_id, lane, silence)
     if unsent:
         tier.mark_shipped(account_key, [(i, by_id[i].code_hash) for i in unsent])

@@ -28,7 +28,7 @@ from plugins_app.runtime.web.chain import ChainResult, Handler, SlowHandler, run
 from plugins_app.services.engine.tier import engine_key, get_async_tier, get_tier
 from plugins_app.services.execution import quarantine
 from plugins_app.services.execution.async_host_bridge import AsyncHostBridge, in_host_thread
-from plugins_app.services.execution.chain_cache import chain_cache
+from plugins_app.services.execution.chain_cache import chain_cache, shadow_key
 from plugins_app.services.execution.host_bridge import HostBridge
 from plugins_app.services.execution.record import record_result
 from plugins_app.services.hooks import require_hook
@@ -40,8 +40,8 @@ HandlerSwap = Callable[[list[Handler]], list[Handler]]
 class Mode(StrEnum):
     LIVE = "live"       # the platform's calls, cron, timers, SSH, peer messages: recorded
     TRY = "try"         # a try-run: host calls are real (docs/admin.md), nothing recorded, values kept
-    REPLAY = "replay"   # a cancel-log entry again: stand-ins for calls that write or reach out, values kept
-    SHADOW = "shadow"   # a shadow handler on a copy of the context: stand-ins, nothing recorded
+    REPLAY = "replay"   # a cancel-log entry or recorded call again, a check: stand-ins for calls that write or reach out, values kept
+    SHADOW = "shadow"   # a shadow handler at its place, on a copy of the input there: stand-ins, nothing recorded
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,7 @@ class Invocation:
     chain_ms: float = 0.0       # prepare to finish, as Server-Timing's `chain` says
     probes: list[Probe] = field(default_factory=list)
     closed: bool = False
+    trace_values: bool = False  # each handler's value in its trace: the mode asks, or a shadow compares at a place
 
     @property
     def rules(self) -> Rules:
@@ -149,7 +150,7 @@ class Invocation:
                 _held_the_isolate(account, handler)
         return {"account_key": engine_key(self.account), "spec": self.spec, "handlers": self.handlers,
                 "context": self.context, "host": self.bridge, "hop": self.hop,
-                "trace_values": rules.trace_values, "budget_ms": settings.HUB_ENGINE.budget_ms,
+                "trace_values": self.trace_values, "budget_ms": settings.HUB_ENGINE.budget_ms,
                 "cpu_ms": settings.HUB_ENGINE.cpu_ms, "on_slow": on_slow}
 
 
@@ -202,6 +203,10 @@ def prepare(account, hook: str, context, *, mode: Mode = Mode.LIVE, origin: str 
         rules = invocation.rules
         invocation.spec, invocation.context, invocation.hop, invocation.turn_id = spec, clean, hop, turn_id
         invocation.handlers = chain
+        # A live run of a hook something shadows keeps each handler's value: the shadow run then gives
+        # each candidate the input its place saw and compares with what the live code made of it.
+        invocation.trace_values = rules.trace_values or (
+            rules.record and bool(chain_cache.handlers(account, shadow_key(spec.name))))
         bridge = AsyncHostBridge if asynchronous else HostBridge
         invocation.bridge = bridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras,
                                    record=rules.record, dry_run=rules.dry_run,

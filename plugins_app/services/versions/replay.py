@@ -1,11 +1,11 @@
-"""Replaying a cancel-log entry against the current chain or a draft, with no side effects."""
+"""Replaying a cancel-log entry or a recorded call against the current chain or a draft, with no side effects."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from plugins_app.errors import InvalidInput, NotFound
-from plugins_app.models import CancelLog
+from plugins_app.models import CancelLog, RecordedCall
 from plugins_app.runtime.tables.context import ContextError
 from plugins_app.runtime.web.chain import ChainResult, Handler
 from plugins_app.services.execution.chain_cache import make_version_handler
@@ -75,6 +75,40 @@ def _draft_swap(account, hook: str, installation_id, number):
         return others
     info = {"installationId": str(installation.pk), "plugin": installation.plugin.slug, "version": version.number}
     return swap, info
+
+
+def replay_call(account, call_id, *, installation_id=None, version=None) -> dict:
+    """Run a recorded call's context through the account's chain as it is now (or with one installation's
+    `version` in place of its live code), with nothing written, beside what was recorded."""
+    call = RecordedCall.objects.filter(pk=parse_id(call_id, "call_id"), account=account).first()
+    if call is None:
+        raise NotFound(f"recorded call {call_id} not found in this account", field="call_id")
+    require_hook(call.hook)
+    draft, swap = None, None
+    if (installation_id is None) != (version is None):
+        raise InvalidInput("version" if version is None else "installationId",
+                           "give both installationId and version to replay against a draft")
+    if installation_id is not None:
+        swap, draft = _draft_swap(account, call.hook, installation_id, version)
+
+    def bad_context(exc: ContextError) -> InvalidInput:
+        return InvalidInput("context", f"the recorded context no longer fits {call.hook}: {exc.message}")
+
+    invocation = invoke(account, call.hook, call.context, mode=Mode.REPLAY, origin="replay", hop=call.hop,
+                        turn_id=call.turn_id, swap=swap, bad_context=bad_context)
+    result = invocation.result
+    assert result is not None
+    c = result.cancellation
+    return {"callId": str(call.pk), "hook": call.hook, "draft": draft,
+            "recorded": {"outcome": call.outcome, "value": call.value, "cancelledBy": call.cancelled_by or None,
+                         "reason": call.reason or None, "versions": call.versions, "at": call.created_at.isoformat()},
+            "replayed": {"outcome": result.outcome, "value": result.value,
+                         "cancelledBy": c.plugin if c else None, "reason": c.reason if c else None,
+                         "trace": [{"installationId": t.installation_id, "plugin": t.plugin, "status": t.status,
+                                    "changed": t.changed, "durationMs": t.duration_ms, "warning": t.warning}
+                                   for t in result.trace]},
+            "sameOutcome": (result.outcome, result.value) == (call.outcome, call.value),
+            "wouldCall": invocation.would_call}
 
 
 def as_dict(replay: Replay) -> dict:

@@ -1,16 +1,18 @@
-"""Shadow mode: installations (or drafts) that run after the live chain on a copy of the context, in a
-Celery task after the answer has gone out; their vetoes and changes are recorded, never applied."""
+"""Shadow: a draft runs at its live version's place on the input that place saw (an installation in shadow
+mode, at the place it kept), in a Celery task after the answer has gone out; each call is compared with
+the live result there (services/versions/compare.py) and counted, never applied."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F
 
 from accounts.models import Account
 from plugins_app.errors import Conflict, InvalidInput
-from plugins_app.models import AccountChange, Installation, ShadowSample, ShadowStat
+from plugins_app.models import AccountChange, ChainEntry, Installation, ShadowSample, ShadowStat
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.tables.members import HOST_MEMBERS
 from plugins_app.runtime.web.chain import Handler
@@ -24,6 +26,8 @@ from plugins_app.services.observability.metering import meter
 from plugins_app.services.plugins import chains
 from plugins_app.services.plugins import installations as plugins
 from plugins_app.services.scheduling import task_queue
+from plugins_app.services.secrets.egress import account_redactor
+from plugins_app.services.versions import compare
 from plugins_app.services.versions import releases as versions
 
 logger = logging.getLogger(__name__)
@@ -31,16 +35,16 @@ logger = logging.getLogger(__name__)
 MODES = ("live", "shadow")
 SAMPLES_KEPT = 20          # per installation and kind
 SHADOW_SUFFIX = ":shadow"  # usage rows of shadow runs: "<slug>:shadow" (a slug has no colon)
-FAILURES = {"error", "timeout", "malformed"}
 
 
-def schedule(account, spec: HookSpec, context: dict, *, hop: int, turn_id: str) -> bool:
+def schedule(account, spec: HookSpec, context: dict, *, hop: int, turn_id: str, steps: list | None = None) -> bool:
     """After a recorded execute call: queue the shadow run when anything shadows this hook. The caller's
-    answer does not wait for it (a Celery worker runs it)."""
+    answer does not wait for it (a Celery worker runs it). `context` is the one the live chain received;
+    `steps` what each live handler was given and did (compare.Step.as_dict), for runs at their place."""
     if not chain_cache.handlers(account, shadow_key(spec.name)):
         return False
     try:
-        task_queue.enqueue(task_queue.RUN_SHADOW, account.pk, spec.name, context, hop, turn_id)
+        task_queue.enqueue(task_queue.RUN_SHADOW, account.pk, spec.name, context, hop, turn_id, steps)
     except Exception:   # a broker outage must not fail the live call that already ran
         logger.exception("could not queue the shadow run of %s for account %s", spec.name, account.pk)
         return False
@@ -48,65 +52,83 @@ def schedule(account, spec: HookSpec, context: dict, *, hop: int, turn_id: str) 
 
 
 def observe_chain(run: ChainRun) -> None:
-    """After a recorded execute call (an after-chain observer): queue its shadow runs, if any."""
-    schedule(run.account, run.spec, run.result.context, hop=run.hop, turn_id=run.turn_id)
+    """After a recorded execute call (an after-chain observer): queue its shadow runs, if any, with the
+    input each live handler saw (the seam kept the values of a hook something shadows)."""
+    if not chain_cache.handlers(run.account, shadow_key(run.spec.name)):
+        return
+    steps = [s.as_dict() for s in compare.steps_of(run.spec, run.context, run.result)]
+    schedule(run.account, run.spec, run.context, hop=run.hop, turn_id=run.turn_id, steps=steps)
 
 
-def run(account_id: int, hook: str, context: dict, hop: int = 0, turn_id: str = "") -> int:
-    """Run each shadow handler of `hook` alone on a copy of `context`; returns how many ran."""
+def run(account_id: int, hook: str, context: dict, hop: int = 0, turn_id: str = "",
+        steps: list | None = None) -> int:
+    """Run each shadow handler of `hook` alone, at its place, on the input that place saw in the live
+    chain; returns how many ran. Without `steps` (a run queued before they were sent) `context` is taken
+    as the input of every shadow handler, as it was then."""
     account = Account.objects.filter(pk=account_id).first()
     if account is None:
         return 0
     spec = require_hook(hook)
+    live = [h.installation_id for h in chain_cache.handlers(account, hook)]
+    order = [str(i) for i in ChainEntry.objects.filter(account_id=account_id, hook=hook)
+             .order_by("position", "id").values_list("installation_id", flat=True)]
+    known = [compare.Step.from_dict(s) for s in steps] if steps is not None else None
+    redactor = account_redactor(account_id)
     ran = 0
     for handler in chain_cache.handlers(account, shadow_key(hook)):
-        if _run_one(account, spec, handler, context, hop, turn_id):
+        place: tuple[Any, compare.Side] | None
+        if known is None:
+            place = (spec.value_of(context), compare.Side("unchanged", spec.value_of(context)))
+        elif handler.installation_id in live:   # a shadowed draft: at its live version's place
+            place = compare.at_place(spec, context, known, handler.installation_id)
+        else:   # in shadow mode: after the live handlers ahead of the place it kept
+            mine = order.index(handler.installation_id) if handler.installation_id in order else len(order)
+            place = compare.at_place(spec, context, known, None,
+                                     [i for i in order[:mine] if i in live])
+        if place is not None and _run_one(account, spec, handler, context, place, hop, turn_id, redactor):
             ran += 1
     return ran
 
 
-def _run_one(account, spec: HookSpec, handler: Handler, context: dict, hop: int, turn_id: str) -> bool:
-    invocation = invoke(account, spec.name, dict(context), mode=Mode.SHADOW, origin="shadow", hop=hop,
-                        turn_id=turn_id, handlers=[handler])
-    result, bridge = invocation.result, invocation.bridge
-    assert result is not None and bridge is not None
-    trace = result.trace[0] if result.trace else None
-    if trace is None or trace.status == "quarantined":
+def _run_one(account, spec: HookSpec, handler: Handler, context: dict, place: tuple, hop: int, turn_id: str,
+             redactor) -> bool:
+    given, live = place
+    invocation = invoke(account, spec.name, compare.with_value(spec, context, given), mode=Mode.SHADOW,
+                        origin="shadow", hop=hop, turn_id=turn_id, handlers=[handler])
+    assert invocation.result is not None
+    candidate = compare.candidate_side(spec, given, invocation.result)
+    if candidate is None:   # quarantined: it did not run
         return False
-    meter.add_runs(account.pk, spec.name, [(handler.plugin + SHADOW_SUFFIX, trace.duration_ms)])
-    # The report shows each example's input: a secret value the platform sent is redacted there too.
-    before = bridge.secrets.redactor.data(spec.value_of(context))
-    sample, counter = None, None
-    if trace.status == "cancelled" and result.cancellation:
-        counter = "would_cancel"
-        sample = ShadowSample(kind=ShadowSample.Kind.CANCEL, message=result.cancellation.reason[:500],
-                              before=before)
-    elif trace.status in FAILURES:
-        counter = "failed"
-        sample = ShadowSample(kind=ShadowSample.Kind.FAILURE, message=(trace.warning or trace.status)[:500],
-                              before=before)
-    elif trace.changed:
-        counter = "would_change"
-        sample = ShadowSample(kind=ShadowSample.Kind.CHANGE, before=before, after=result.value)
-    _count(int(handler.installation_id), spec.name, handler.version, counter, sample)
+    meter.add_runs(account.pk, spec.name, [(handler.plugin + SHADOW_SUFFIX, invocation.result.trace[0].duration_ms)])
+    kind = compare.kind_of(live, candidate)
+    # Examples show what the platform sent: every secret value of the account is redacted there.
+    example = redactor.data(compare.example(given, live, candidate, hook=spec.name, version=handler.version))
+    sample = ShadowSample(kind=SAMPLE_KINDS[kind], before=example["input"], after=example["candidate"]["value"],
+                          message=(candidate.reason or live.reason or "")[:500], example=example)
+    _count(int(handler.installation_id), spec.name, handler.version, kind, sample)
     return True
 
 
-def _count(installation_id: int, hook: str, version, counter: str | None, sample: ShadowSample | None) -> None:
+# Each comparison kind's counter and sample kind ("different" keeps the older would_change counter).
+COUNTERS = {"same": "same", "different": "would_change", "wouldCancel": "would_cancel",
+            "wouldNoLongerCancel": "would_no_longer_cancel", "failed": "failed"}
+SAMPLE_KINDS = {"same": ShadowSample.Kind.SAME, "different": ShadowSample.Kind.CHANGE,
+                "wouldCancel": ShadowSample.Kind.CANCEL, "wouldNoLongerCancel": ShadowSample.Kind.UNCANCEL,
+                "failed": ShadowSample.Kind.FAILURE}
+
+
+def _count(installation_id: int, hook: str, version, kind: str, sample: ShadowSample) -> None:
     with transaction.atomic():
         if not Installation.objects.filter(pk=installation_id).exists():
             return   # uninstalled since the call
         stat, _ = ShadowStat.objects.get_or_create(installation_id=installation_id)
-        increments = {"calls": F("calls") + 1}
-        if counter:
-            increments[counter] = F(counter) + 1
-        ShadowStat.objects.filter(pk=stat.pk).update(**increments)
-        if sample is not None:
-            sample.installation_id, sample.hook, sample.version = installation_id, hook, version
-            sample.save()
-            stale = (ShadowSample.objects.filter(installation_id=installation_id, kind=sample.kind)
-                     .order_by("-created_at", "-id").values_list("pk", flat=True)[SAMPLES_KEPT:])
-            ShadowSample.objects.filter(pk__in=list(stale)).delete()
+        counter = COUNTERS[kind]
+        ShadowStat.objects.filter(pk=stat.pk).update(calls=F("calls") + 1, **{counter: F(counter) + 1})
+        sample.installation_id, sample.hook, sample.version = installation_id, hook, version
+        sample.save()
+        stale = (ShadowSample.objects.filter(installation_id=installation_id, kind=sample.kind)
+                 .order_by("-created_at", "-id").values_list("pk", flat=True)[SAMPLES_KEPT:])
+        ShadowSample.objects.filter(pk__in=list(stale)).delete()
 
 
 def _reset(installation: Installation) -> None:
@@ -183,7 +205,9 @@ def promote(account, installation_id) -> Installation:
 
 
 def report(account, installation_id) -> dict:
-    """Counts since the trial began and the recent examples, as the API answers them."""
+    """Counts since the trial began and the recent examples, as the API answers them: `counts` and
+    `examples` by comparison kind (input, live result, candidate result side by side), and the older
+    wouldCancel / wouldChange / failed lists."""
     installation = plugins.get_installation(account, installation_id)
     stat = ShadowStat.objects.filter(installation=installation).first()
     samples = list(ShadowSample.objects.filter(installation=installation).order_by("-created_at", "-id"))
@@ -191,13 +215,19 @@ def report(account, installation_id) -> dict:
     def examples(kind: str) -> list[ShadowSample]:
         return [s for s in samples if s.kind == kind]
 
+    def count(name: str) -> int:
+        return getattr(stat, name) if stat else 0
+
     return {
         "installationId": str(installation.pk),
         "mode": installation.mode,
         "shadowVersion": installation.shadow_version,
         "since": stat.since.isoformat() if stat else None,
-        "counts": {"calls": stat.calls if stat else 0, "wouldCancel": stat.would_cancel if stat else 0,
-                   "wouldChange": stat.would_change if stat else 0, "failed": stat.failed if stat else 0},
+        "counts": {"calls": count("calls"), "same": count("same"), "different": count("would_change"),
+                   "wouldCancel": count("would_cancel"), "wouldNoLongerCancel": count("would_no_longer_cancel"),
+                   "failed": count("failed"), "wouldChange": count("would_change")},
+        "examples": {kind: [{**(s.example or {}), "at": s.created_at.isoformat()}
+                            for s in examples(SAMPLE_KINDS[kind])] for kind in compare.KINDS},
         "wouldCancel": [{"hook": s.hook, "version": s.version, "input": s.before, "reason": s.message,
                          "at": s.created_at.isoformat()} for s in examples(ShadowSample.Kind.CANCEL)],
         "wouldChange": [{"hook": s.hook, "version": s.version, "before": s.before, "after": s.after,

@@ -50,7 +50,8 @@ def test_a_failing_observer_is_logged_and_the_next_still_hears_the_run(caplog):
 
 
 def test_the_app_wires_each_collaborator_once_in_its_order():
-    assert after_chain.names() == ["quarantine", "metering", "latency", "metrics", "plugin logs", "shadow", "tail"]
+    assert after_chain.names() == ["quarantine", "metering", "latency", "metrics", "plugin logs", "recorded calls",
+                                  "shadow", "tail"]
 
 
 @pytest.mark.django_db

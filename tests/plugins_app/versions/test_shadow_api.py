@@ -43,7 +43,8 @@ def test_a_shadowed_veto_never_blocks_and_is_counted_with_its_reason(api_client,
     execute(api_client, dict(INBOUND, text="ls"))
     assert CancelLog.objects.count() == 0
     shadow = report(api_client, veto)
-    assert shadow["counts"] == {"calls": 2, "wouldCancel": 1, "wouldChange": 0, "failed": 0}
+    assert shadow["counts"] == {"calls": 2, "same": 1, "different": 0, "wouldCancel": 1, "wouldNoLongerCancel": 0,
+                                "failed": 0, "wouldChange": 0}
     assert [(e["reason"], e["version"], e["hook"]) for e in shadow["wouldCancel"]] == [
         ("no rm: rm -rf /", 1, "userMessageInbound")]
     assert shadow["wouldCancel"][0]["input"] == "rm -rf /"
@@ -121,7 +122,8 @@ def test_the_shadow_run_is_queued_for_a_worker_not_made_in_the_request(api_clien
         app._pool = app.amqp._producer_pool = None
     assert task == "plugins_app.tasks.run_shadow"
     app.tasks[task].apply(args=args, kwargs=kwargs)   # what the worker does
-    assert report(api_client, veto)["counts"] == {"calls": 1, "wouldCancel": 1, "wouldChange": 0, "failed": 0}
+    assert report(api_client, veto)["counts"] == {"calls": 1, "same": 0, "different": 0, "wouldCancel": 1,
+                                                  "wouldNoLongerCancel": 0, "failed": 0, "wouldChange": 0}
 
 
 def test_bad_mode_changes_are_4xx_and_change_nothing(api_client, other_api_client, install, account, eager):
