@@ -46,7 +46,7 @@ class Compiler:
         self.lock = asyncio.Lock()
 
     async def compile(self, req: JsonObject) -> JsonObject:
-        """{errors} (with "stage": "types" when only the type check failed) or {code, hooks, hostMembers}."""
+        """{errors} (with "stage": "types" when only the type check failed) or {code, hooks, hostMembers, match}."""
         async with self.lock:
             transpiled = await self._transpile(req)
             if transpiled["errors"]:
@@ -120,6 +120,7 @@ class Compiler:
             installation = json.dumps(["probe", probe_id, "probe", code, {}])
             hooks = json.loads(cast(str, await self.probe.eval(   # __hub.load answers JSON text
                 f"__hub.load.call({json.dumps(installation)})", LOAD_TIMEOUT_SECONDS)))
+            match = await self._declared_match(probe_id)
             await self.probe.eval(f"__hub.unload('probe', {json.dumps(probe_id)}); 1", LOAD_TIMEOUT_SECONDS)
         except TimeoutError:
             await self._drop_probe()
@@ -135,7 +136,20 @@ class Compiler:
         except (TimeoutError, IsolateLost):
             await self._drop_probe()
             return {"errors": [_error("top-level code never settles (runaway async work)")]}
-        return {"errors": [], "code": code, "hooks": hooks, "hostMembers": transpiled["hostMembers"]}
+        if isinstance(match, dict) and "error" in match:
+            return {"errors": [_error(match["error"])]}
+        return {"errors": [], "code": code, "hooks": hooks, "hostMembers": transpiled["hostMembers"], "match": match}
+
+    async def _declared_match(self, probe_id: str) -> object:
+        """What the plugin assigned to middleware.match, read as JSON (checked by the hub, not here):
+        None when nothing, {"error": ...} when it does not read as JSON (a cycle, a getter that throws)."""
+        assert self.probe is not None
+        try:
+            text = await self.probe.eval(f"__hub.declaredMatch('probe', {json.dumps(probe_id)})", LOAD_TIMEOUT_SECONDS)
+        except JSEvalException as exc:
+            first = (str(exc).splitlines() or ["error"])[0]
+            return {"error": f"middleware.match does not read as JSON data: {first[:300]}"}
+        return json.loads(text) if isinstance(text, str) else None
 
     async def _drop_probe(self) -> None:
         probe, self.probe = self.probe, None

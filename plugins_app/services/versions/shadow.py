@@ -13,7 +13,7 @@ from plugins_app.errors import Conflict, InvalidInput
 from plugins_app.models import AccountChange, Installation, ShadowSample, ShadowStat
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.tables.members import HOST_MEMBERS
-from plugins_app.runtime.web.chain import Handler
+from plugins_app.runtime.web.chain import NOT_RUN, Handler
 from plugins_app.services.audit import changes
 from plugins_app.services.execution.chain_cache import chain_cache, shadow_key
 from plugins_app.services.execution.host_bridge import WRITES
@@ -71,7 +71,7 @@ def _run_one(account, spec: HookSpec, handler: Handler, context: dict, hop: int,
     result, bridge = invocation.result, invocation.bridge
     assert result is not None and bridge is not None
     trace = result.trace[0] if result.trace else None
-    if trace is None or trace.status == "quarantined":
+    if trace is None or trace.status in NOT_RUN:   # quarantined, or its matcher left it out: nothing ran
         return False
     meter.add_runs(account.pk, spec.name, [(handler.plugin + SHADOW_SUFFIX, trace.duration_ms)])
     # The report shows each example's input: a secret value the platform sent is redacted there too.
