@@ -11,7 +11,7 @@ Matcher = dict[str, Any]   # {field: condition, any: [...], all: [...], not: {..
 
 # Bounds that keep one check cheap whatever a plugin declares: a matcher is evaluated on every call.
 MAX_DEPTH = 8            # nested any/all/not
-MAX_CONDITIONS = 100     # every object in one hook's matcher
+MAX_CONDITIONS = 256     # every object in one hook's matcher
 MAX_VALUES = 100         # values in one `in`, `includes` or `startsWith`
 MAX_VALUE_CHARS = 1000   # one string compared with
 MAX_PATTERN_CHARS = 1000
