@@ -80,6 +80,35 @@ class TryResponseSerializer(serializers.Serializer):
     effects = serializers.ListField(child=serializers.DictField())
 
 
+class ExplainRequestSerializer(serializers.Serializer):
+    context = serializers.JSONField()  # type: ignore[assignment]  # a field, not Field.context (see above)
+
+
+class ExplainStepSerializer(serializers.Serializer):
+    installationId = serializers.CharField()
+    plugin = serializers.CharField()
+    position = serializers.IntegerField()
+    runs = serializers.BooleanField(help_text="true: it would run for this context")
+    reason = serializers.ChoiceField(allow_null=True, choices=[
+        ("disabled", "disabled by an admin"), ("quarantined", "in quarantine after repeated timeouts"),
+        ("shadow", "runs in shadow after the chain; its result is never applied"),
+        ("match", "its plugin's matcher does not hold for this context")])
+    detail = serializers.CharField(allow_null=True, help_text="the reason in words; for match, the condition that failed")
+    matcher = serializers.CharField(allow_null=True, help_text="its matcher for this hook in words; null: runs on every call")
+    notGranted = serializers.ListField(child=serializers.CharField(),
+                                       help_text="permissions its code asks for that this installation was not granted")
+
+
+class ExplainResponseSerializer(serializers.Serializer):
+    hook = serializers.CharField()
+    runs = serializers.IntegerField(help_text="how many installations would run")
+    chain = ExplainStepSerializer(many=True)
+
+
+def explain_response(hook: str, steps: list) -> dict[str, Any]:
+    return {"hook": hook, "runs": sum(1 for step in steps if step.runs), "chain": [step.as_dict() for step in steps]}
+
+
 class CancellationSerializer(serializers.Serializer):
     installationId = serializers.CharField()
     plugin = serializers.CharField()
