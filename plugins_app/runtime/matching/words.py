@@ -56,6 +56,12 @@ def _operand(op: str, operand: Any) -> str:
     return shown(operand)
 
 
+def lines(hook_names: list[str], matchers: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per hook a plugin handles: "hook: runs when ..." or "hook: runs on every call"."""
+    return [f"{hook}: " + ("runs when " + matcher(matchers[hook]) if matchers.get(hook) else "runs on every call")
+            for hook in hook_names]
+
+
 def hooks(matchers: dict[str, dict[str, Any]]) -> dict[str, str]:
     """{hook: "runs when ..."} for each hook a plugin narrows."""
     return {hook: "runs when " + matcher(m) for hook, m in matchers.items()}
