@@ -3,7 +3,7 @@
 import pytest
 
 from plugins_app.errors import InvalidInput
-from plugins_app.models import Installation, Plugin, PluginVersion, UsageDaily
+from plugins_app.models import CancelLog, Installation, Plugin, PluginVersion, UsageDaily
 from plugins_app.services.execution import invoke as seam
 from plugins_app.services.execution.invoke import Mode, invoke
 from plugins_app.services.observability.metering import meter
@@ -126,3 +126,36 @@ def test_a_bad_declaration_answers_400_through_the_api(api_client):
     assert response.status_code == 400, response.content
     assert response.json()["error"]["field"] == "middleware.match.systemPrompt.nope"
     assert "not a field of systemPrompt" in response.json()["error"]["message"]
+
+
+INBOUND = {"sessionId": "10", "channelId": None, "text": "rm -rf /", "mediaIds": []}
+VETO_RM = ("globalThis.middleware.userMessageInbound = async (c, t) => t.cancel('no rm: ' + c.text);\n"
+           "globalThis.middleware.match = { userMessageInbound: { text: { startsWith: 'rm' } } };")
+
+
+def test_a_replay_honours_the_matcher_of_the_code_it_runs(api_client, install, account):
+    from plugins_app.services.versions import releases
+    from plugins_app.services.versions.replay import replay_cancellation
+    guard = install(VETO_RM, name="guard")
+    assert execute(api_client, "userMessageInbound", INBOUND).json()["outcome"] == "cancelled"
+    entry = CancelLog.objects.get(account=account)
+    again = replay_cancellation(account, entry.pk)
+    assert again.result.outcome == "cancelled"
+    # A draft whose matcher no longer takes "rm ..." skips its handler in the replay.
+    draft = releases.create_draft(account, guard.pk, source=VETO_RM.replace("startsWith: 'rm'", "startsWith: 'sudo'"),
+                                  language="javascript")
+    with_draft = replay_cancellation(account, entry.pk, installation_id=guard.pk, version=draft.number)
+    assert with_draft.result.outcome == "unchanged"
+    assert [(t.status, t.reason) for t in with_draft.result.trace] == [("skipped", "match")]
+
+
+def test_a_shadow_run_honours_the_matcher_and_is_not_counted_when_skipped(api_client, install, account, eager):
+    guard = install(VETO_RM, name="guard")
+    assert api_client.patch(f"/api/v1/plugins/{guard.pk}", {"mode": "shadow"}, format="json").status_code == 200
+    execute(api_client, "userMessageInbound", {**INBOUND, "text": "ls"})      # matcher fails: nothing ran
+    execute(api_client, "userMessageInbound", INBOUND)                        # matcher holds: would cancel
+    shadow = api_client.get(f"/api/v1/plugins/{guard.pk}/shadow").json()
+    assert shadow["counts"]["wouldCancel"] == 1
+    assert shadow["counts"]["calls"] == 1
+    meter.flush()
+    assert dict(UsageDaily.objects.values_list("plugin_slug", "runs")) == {"guard:shadow": 1}
