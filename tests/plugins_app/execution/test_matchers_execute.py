@@ -82,6 +82,8 @@ def test_skips_are_not_metered_but_counted_in_usage(api_client, install, account
     meter.flush()
     rows = {r.plugin_slug: (r.runs, r.skipped) for r in UsageDaily.objects.filter(account=account)}
     assert rows == {"b": (0, 2), "a": (2, 0)}
+    listed = api_client.get("/api/v1/usage").json()["results"]
+    assert sorted((r["plugin"], r["runs"], r["skipped"]) for r in listed) == [("a", 2, 0), ("b", 0, 2)]
 
 
 def test_skips_are_counted_in_metrics(api_client, install):
