@@ -233,7 +233,8 @@ def prepare(account, hook: str, context, *, mode: Mode = Mode.LIVE, origin: str 
             invocation: Invocation | None = None, asynchronous: bool = False) -> Invocation:
     """Sync, the database. Checks `hop`, `turn_id` and the context against the hook's table, loads the
     account's handlers for it (or takes `handlers`), applies `swap` (drafts or versions in place of live
-    code), and builds the host bridge with the mode's rules (`live_reads`: a replay's plain GET/HEAD
+    code), sets aside the handlers whose plugin's matcher does not hold for the context (skipped before
+    the engine, traced `skipped`, reason "match"), and builds the host bridge with the mode's rules (`live_reads`: a replay's plain GET/HEAD
     fetches made for real). `bad_context` turns a context that does not fit into the caller's error.
     `asynchronous`: the run will be awaited (run_async), so the bridge answers host calls as coroutines."""
     invocation = invocation or open_invocation(account, hook, mode=mode, origin=origin, traceparent=traceparent)
