@@ -74,6 +74,7 @@ class Client:
     def __init__(self, port: int, key: str):
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         self.headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        self.key = key
 
     def post(self, path: str, body: dict | None = None) -> tuple[int, dict, float]:
         data = json.dumps(body or {})
@@ -142,7 +143,7 @@ def rest_figures(rounds: int = 2000) -> dict:
                 fresh.conn.getresponse().read()
             first_calls.append(fresh.post("/api/v1/hooks/systemPrompt/execute", {"context": CONTEXT})[2])
         return {"chain": chain_ms, "bare": bare_ms, "inside": inside_ms, "after_change": after_change,
-                "first_calls": first_calls, **matcher_figures(port, env, bare, rounds // 2)}
+                "first_calls": first_calls, **matcher_figures(port, env, key, rounds // 2)}
     finally:
         server.terminate()
         server.wait(10)
@@ -158,12 +159,18 @@ def _account_with(port: int, env: dict, name: str, sources: list[str]) -> Client
     return client
 
 
-def matcher_figures(port: int, env: dict, bare, rounds: int) -> dict:
+def matcher_figures(port: int, env: dict, key: str, rounds: int) -> dict:
     """Matchers (issue 41): a chain of 5 none of which match, against a bare call; and a chain where 1 of
     5 matches, against that 1 alone. Interleaved, so each pair sees the same machine."""
-    none_match = _account_with(port, env, "none-of-5", [ELSEWHERE.format(i) for i in range(5)])
-    one_of_five = _account_with(port, env, "one-of-5", [ELSEWHERE.format(i) for i in range(4)] + [APPEND.format(4)])
-    alone = _account_with(port, env, "one-alone", [APPEND.format(4)])
+    # Fresh connections once every plugin is installed: an idle one may have been closed meanwhile.
+    none_match = Client(port, _account_with(port, env, "none-of-5", [ELSEWHERE.format(i) for i in range(5)]).key)
+    one_of_five = Client(port, _account_with(port, env, "one-of-5", [ELSEWHERE.format(i) for i in range(4)]
+                                             + [APPEND.format(4)]).key)
+    alone = Client(port, _account_with(port, env, "one-alone", [APPEND.format(4)]).key)
+    base = Client(port, key)
+
+    def bare() -> tuple[int, dict, float]:
+        return base.post("/api/v1/ping")
     calls = {name: (lambda c=client: c.post("/api/v1/hooks/systemPrompt/execute", {"context": CONTEXT}))
              for name, client in (("none", none_match), ("one_of_five", one_of_five), ("alone", alone))}
     for _ in range(200):
