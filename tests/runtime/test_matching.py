@@ -6,6 +6,7 @@ from plugins_app.runtime.matching import declare as declaring
 from plugins_app.runtime.matching import words
 from plugins_app.runtime.matching.declare import MatcherError, declare
 from plugins_app.runtime.matching.evaluate import check, pattern_error
+from plugins_app.runtime.matching.evaluate import holds as fast_holds
 from plugins_app.runtime.tables.hooks import HOOKS
 
 SSH = {"sessionId": "1", "agentId": "2", "sshHostId": "3", "hostDisplayName": "web", "kind": "command",
@@ -17,9 +18,11 @@ REPORT = {"senderSessionId": "1", "senderAgentId": "2", "targetSessionId": "3", 
 
 
 def holds(hook, matcher, context):
-    """Declared (so checked) as a plugin would, then evaluated."""
+    """Declared (so checked) as a plugin would, then evaluated both ways (the seam's and explain's agree)."""
     clean = declare({hook: matcher}, [hook], HOOKS)[hook]
-    return check(clean, context).matched
+    verdict = check(clean, context)
+    assert fast_holds(clean, context) is verdict.matched and (verdict.failed is None) is verdict.matched
+    return verdict.matched
 
 
 @pytest.mark.parametrize(("hook", "matcher", "context", "expected"), [

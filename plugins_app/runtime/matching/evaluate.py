@@ -56,8 +56,29 @@ def compile_pattern(pattern: str, ignore_case: bool) -> Any:
     return re2.compile(pattern, options=_options(ignore_case))
 
 
+def holds(matcher: dict[str, Any] | None, context: dict[str, Any]) -> bool:
+    """Does `matcher` hold for `context`? The seam's question, on every call: no words are made."""
+    return not matcher or _holds(matcher, context)
+
+
+def _holds(matcher: dict[str, Any], context: dict[str, Any]) -> bool:
+    for key, value in matcher.items():
+        if key == "all":
+            ok = all(_holds(sub, context) for sub in value)
+        elif key == "any":
+            ok = any(_holds(sub, context) for sub in value)
+        elif key == "not":
+            ok = not _holds(value, context)
+        else:
+            ok = _condition(key, value, context.get(key), False)
+        if not ok:
+            return False
+    return True
+
+
 def check(matcher: dict[str, Any] | None, context: dict[str, Any]) -> Verdict:
-    """Does `matcher` (stored, so already checked) hold for `context` (checked against its hook)?"""
+    """Does `matcher` (stored, so already checked) hold for `context` (checked against its hook), and if
+    not, which condition failed, in words (for explain and `hub dev`)?"""
     if not matcher:
         return MATCHED
     failed = _matcher(matcher, context)

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from plugins_app.errors import InvalidInput
-from plugins_app.runtime.matching.evaluate import check
+from plugins_app.runtime.matching.evaluate import holds
 from plugins_app.runtime.tables.context import MAX_ID_LENGTH, ContextError, validate_context
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.web.async_chain import run_chain_async
@@ -174,8 +174,7 @@ def unmatched(spec: HookSpec, handlers: list[Handler], context: dict) -> dict[st
         matcher = h.matchers.get(spec.name)
         if not matcher or h.quarantined(now):
             continue
-        verdict = check(matcher, context)
-        if not verdict.matched:
+        if not holds(matcher, context):
             # No warning: a matcher that does not hold is the plugin's own choice, not a failure
             # (explain says which condition failed).
             found[h.installation_id] = HandlerTrace(h.installation_id, h.plugin, SKIPPED, False, 0.0, reason="match")
