@@ -31,6 +31,9 @@ MAX_TYPE_ERRORS = 50
 # The compiled code's last line: a source map back to the author's source, with where each hook's
 # handler is assigned (runtime/positions.py reads it).
 SOURCE_MAP_PREFIX = "\n//# sourceMappingURL=data:application/json;base64,"
+# The most JSON a plugin's middleware.match may read as (the hub's own bounds on a matcher keep it far
+# smaller): a bigger one is refused before Python parses it.
+MAX_MATCH_JSON_CHARS = 256 * 1024
 
 
 class Compiler:
@@ -149,7 +152,11 @@ class Compiler:
         except JSEvalException as exc:
             first = (str(exc).splitlines() or ["error"])[0]
             return {"error": f"middleware.match does not read as JSON data: {first[:300]}"}
-        return json.loads(text) if isinstance(text, str) else None
+        if not isinstance(text, str):
+            return None
+        if len(text) > MAX_MATCH_JSON_CHARS:
+            return {"error": f"middleware.match is over {MAX_MATCH_JSON_CHARS // 1024} KiB of JSON; a matcher is a few conditions"}
+        return json.loads(text)
 
     async def _drop_probe(self) -> None:
         probe, self.probe = self.probe, None

@@ -161,3 +161,16 @@ def test_a_shadow_run_honours_the_matcher_and_is_not_counted_when_skipped(api_cl
     assert shadow["counts"]["calls"] == 1
     meter.flush()
     assert dict(UsageDaily.objects.values_list("plugin_slug", "runs")) == {"guard:shadow": 1}
+
+
+@pytest.mark.parametrize(("declaration", "said"), [
+    ("{ get systemPrompt() { throw new Error('gotcha'); } }", "does not read as JSON data"),
+    ("{ systemPrompt: { sessionKind: { in: Array(100000).fill('direct') } } }", "over 256 KiB"),
+])
+def test_a_declaration_that_is_not_plain_data_is_refused(install, declaration, said):
+    from plugins_app.errors import CompileFailed
+    with pytest.raises(CompileFailed) as refused:
+        install(f"globalThis.middleware.systemPrompt = async (c) => c.systemPrompt;\n"
+                f"globalThis.middleware.match = {declaration};")
+    assert said in str(refused.value.detail)
+    assert not Installation.objects.exists()
