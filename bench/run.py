@@ -23,6 +23,8 @@ sys.path.insert(0, str(ROOT))
 APPEND = "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + ' [{}]';"
 CONTEXT = {"sessionId": "18446744073709551615", "agentId": "2", "sessionKind": "direct",
            "systemPrompt": "You are a helpful agent."}
+# A handler for one agent only: CONTEXT's agent "2" is not it, so the seam skips it before any engine.
+ELSEWHERE = APPEND + "\nglobalThis.middleware.match = {{ systemPrompt: {{ agentId: {{ in: ['7', '9'] }} }} }};"
 
 
 def engine_figures(n: int = 5000) -> dict:
@@ -72,6 +74,7 @@ class Client:
     def __init__(self, port: int, key: str):
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         self.headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        self.key = key
 
     def post(self, path: str, body: dict | None = None) -> tuple[int, dict, float]:
         data = json.dumps(body or {})
@@ -140,11 +143,49 @@ def rest_figures(rounds: int = 2000) -> dict:
                 fresh.conn.getresponse().read()
             first_calls.append(fresh.post("/api/v1/hooks/systemPrompt/execute", {"context": CONTEXT})[2])
         return {"chain": chain_ms, "bare": bare_ms, "inside": inside_ms, "after_change": after_change,
-                "first_calls": first_calls}
+                "first_calls": first_calls, **matcher_figures(port, env, key, rounds // 2)}
     finally:
         server.terminate()
         server.wait(10)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _account_with(port: int, env: dict, name: str, sources: list[str]) -> Client:
+    client = Client(port, manage(env, "create_api_key", name).strip().splitlines()[-1])
+    for i, source in enumerate(sources):
+        client.conn.request("POST", "/api/v1/plugins", json.dumps(
+            {"name": f"{name} {i}", "source": source, "language": "javascript"}), client.headers)
+        client.conn.getresponse().read()
+    return client
+
+
+def matcher_figures(port: int, env: dict, key: str, rounds: int) -> dict:
+    """Matchers (issue 41): a chain of 5 none of which match, against a bare call; and a chain where 1 of
+    5 matches, against that 1 alone. Interleaved, so each pair sees the same machine."""
+    # Fresh connections once every plugin is installed: an idle one may have been closed meanwhile.
+    none_match = Client(port, _account_with(port, env, "none-of-5", [ELSEWHERE.format(i) for i in range(5)]).key)
+    one_of_five = Client(port, _account_with(port, env, "one-of-5", [ELSEWHERE.format(i) for i in range(4)]
+                                             + [APPEND.format(4)]).key)
+    alone = Client(port, _account_with(port, env, "one-alone", [APPEND.format(4)]).key)
+    base = Client(port, key)
+
+    def bare() -> tuple[int, dict, float]:
+        return base.post("/api/v1/ping")
+    calls = {name: (lambda c=client: c.post("/api/v1/hooks/systemPrompt/execute", {"context": CONTEXT}))
+             for name, client in (("none", none_match), ("one_of_five", one_of_five), ("alone", alone))}
+    for _ in range(200):
+        for call in calls.values():
+            call()
+        bare()
+    found: dict[str, list[float]] = {"none": [], "none_bare": [], "one_of_five": [], "alone": []}
+    for _ in range(rounds):
+        status, body, ms = calls["none"]()
+        assert status == 200 and body["outcome"] == "unchanged" and {t["status"] for t in body["trace"]} == {"skipped"}
+        found["none"].append(ms)
+        found["none_bare"].append(bare()[2])
+        found["one_of_five"].append(calls["one_of_five"]()[2])
+        found["alone"].append(calls["alone"]()[2])
+    return {"match_" + name: values for name, values in found.items()}
 
 
 def _wait_for(port: int, key: str) -> Client:
@@ -162,6 +203,11 @@ def _wait_for(port: int, key: str) -> Client:
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _ratio_row(name: str, measured: list[float], baseline: list[float], target: str) -> list[tuple]:
+    p50, base = statistics.median(measured), statistics.median(baseline)
+    return [(name, f"{p50:.2f} ms vs {base:.2f} ms", target, f"{p50 / base:.2f}x")]
 
 
 def main() -> None:
@@ -185,6 +231,10 @@ def main() -> None:
          "target <= 30 ms", f"{statistics.median(rest['after_change']) / p50b:.1f}x bare p50"),
         ("new account's first call (median)", f"{statistics.median(rest['first_calls']):.1f} ms",
          "target <= 10 ms", f"{statistics.median(rest['first_calls']) / p50b:.0f}x bare p50"),
+        *_ratio_row("REST p50 execute, 5 handlers none matching, vs bare", rest["match_none"],
+                    rest["match_none_bare"], "target <= 1.15x"),
+        *_ratio_row("REST p50 execute, 1 of 5 matching, vs that 1 alone", rest["match_one_of_five"],
+                    rest["match_alone"], ""),
     ]
     width = max(len(r[0]) for r in rows)
     for name, value, target, ratio in rows:

@@ -15,6 +15,9 @@ from hub_cli.files import EXTENSIONS
 from hub_cli.standins import StandIns
 from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_CPU_MS
 from plugins_app.runtime.engine.supervisor import Supervisor, local_supervisor
+from plugins_app.runtime.matching import words
+from plugins_app.runtime.matching.declare import MatcherError, declare
+from plugins_app.runtime.matching.evaluate import check
 from plugins_app.runtime.tables.context import ContextError, validate_context
 from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
 from plugins_app.runtime.tables.permissions import derive_permissions
@@ -37,6 +40,7 @@ class Compiled:
     hooks: list[str]
     permissions: list[str]
     source: str = ""
+    matchers: dict[str, Any] = field(default_factory=dict)   # {hook: matcher}, checked as an install checks it
 
     def line_table(self) -> dict[int, int] | None:
         """Compiled line -> the file's line; None for JavaScript (run as written, lines are the file's)."""
@@ -87,10 +91,14 @@ class Runner:
             raise DevError(f"{path}: middleware.{unknown[0]} is not a hook; the hooks are: {', '.join(HOOK_NAMES)}")
         if not result["hooks"]:
             raise DevError(f"{path}: the plugin defines no hooks: assign handlers to globalThis.middleware.<hook>")
+        try:
+            matchers = declare(result.get("match"), result["hooks"], HOOKS)
+        except MatcherError as exc:
+            raise DevError(f"{path}: {exc.path}: {exc.message}") from None
         code = lines.with_shim(result["code"])
         return Compiled(path, code, hashlib.sha256(code.encode()).hexdigest(),
                         [h for h in HOOK_NAMES if h in result["hooks"]], derive_permissions(result["hostMembers"]),
-                        source)
+                        source, matchers)
 
     def run(self, compiled: Compiled, hook: str, context: Any, *, settings: dict | None = None,
             allow_fetch: bool = False, say=lambda line: None) -> Outcome:
@@ -108,6 +116,12 @@ class Runner:
         digest = hashlib.sha256(f"{compiled.code_hash}:{json.dumps(config, sort_keys=True)}".encode()).hexdigest()
         handler = Handler("1", compiled.path.stem, digest[:24], compiled.code, config,
                           frozenset(compiled.permissions))   # locally every permission it asks for is granted
+        verdict = check(compiled.matchers.get(hook), clean)
+        if not verdict.matched:   # as the hub's seam does: skipped before the engine, nothing run
+            return Outcome(hook, "unchanged", spec.value_of(clean), spec.value_of(clean), None, [
+                {"plugin": handler.plugin, "status": "skipped", "reason": "match", "changed": False, "durationMs": 0.0,
+                 "warning": None, "logs": [], "matcher": words.hooks({hook: compiled.matchers[hook]})[hook],
+                 "failed": verdict.failed}])
         host = StandIns(allow_fetch=allow_fetch, say=say)
         started = time.perf_counter()
         result = run_chain(self.tier, ACCOUNT_KEY, spec, [handler], clean, host=host, trace_values=True,
@@ -137,6 +151,8 @@ def render(result: Outcome) -> str:
             lines.append(f"    [{log.get('level')}] {log.get('message')}" if isinstance(log, dict) else f"    {log}")
         if t["warning"]:
             lines.append(f"    warning: {t['warning']}")
+        if t.get("reason") == "match":
+            lines.append(f"    its matcher ({t['matcher']}) does not hold: {t['failed']}")
     for call in result.host_calls:
         lines.append(f"  would call {call['member']}({json.dumps(call['args'])[1:-1][:200]})")
     if result.cancellation:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from hub_cli import applying, config, files, planning, shortcuts
+from hub_cli import applying, config, explaining, files, planning, shortcuts
 from hub_cli import tail as tailing
 from hub_cli.client import ApiError, Client
 
@@ -215,6 +215,27 @@ def tail(click_ctx: click.Context, plugin: str | None, hook: str | None, status:
         run(ctx, lambda: tailing.follow(ctx.client(), params, show, count))
     except KeyboardInterrupt:
         pass
+
+
+@cli.command()
+@click.argument("hook")
+@click.option("--context", "context_file", required=True,
+              type=click.Path(dir_okay=False, exists=True, path_type=Path), help="A JSON file holding the hook's context.")
+@json_option
+@click.pass_context
+def explain(click_ctx: click.Context, hook: str, context_file: Path, as_json: bool) -> None:
+    """Which installations of HOOK's chain would run for the context, and why not, without running any."""
+    ctx = _ctx(click_ctx, as_json)
+
+    def ask() -> Any:
+        try:
+            context = json.loads(context_file.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{context_file}: not valid JSON: {exc}") from None
+        return ctx.client().post(f"hooks/{hook}/explain", {"context": context})
+
+    answer = run(ctx, ask)
+    ctx.out(answer, explaining.render(answer))
 
 
 def _dev_jobs(ctx: Context, compiled, hook: str | None, context_file: Path | None, samples: bool,

@@ -18,6 +18,7 @@ urlpatterns = [
     path("hooks", execution_views.HookListView.as_view(), name="hook-list"),
     path("hooks/<str:hook>/execute", AsyncHookExecuteView.as_view(), name="hook-execute"),
     path("hooks/<str:hook>/try", execution_views.HookTryView.as_view(), name="hook-try"),
+    path("hooks/<str:hook>/explain", execution_views.HookExplainView.as_view(), name="hook-explain"),
     path("plugins", views.PluginListView.as_view(), name="plugin-list"),
     path("plugins/<str:installation_id>", views.PluginDetailView.as_view(), name="plugin-detail"),
     path("plugins/<str:installation_id>/grant", views.PluginGrantView.as_view(), name="plugin-grant"),

@@ -85,6 +85,8 @@ class UsageDaily(models.Model):
     day = models.DateField(db_index=True)
     runs = models.PositiveBigIntegerField(default=0)
     total_ms = models.FloatField(default=0)
+    # Calls where the plugin's matcher left its handler out (runtime/matching/): not runs, not metered.
+    skipped = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["-day", "plugin_slug", "hook"]

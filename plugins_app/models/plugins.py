@@ -26,6 +26,8 @@ class Plugin(models.Model):
     compiled_js = models.TextField(editable=False)
     code_hash = models.CharField(max_length=64, editable=False)
     hooks = models.JSONField(default=list, editable=False, help_text="Hooks the plugin defines.")
+    matchers = models.JSONField(default=dict, editable=False,
+                                help_text="When each handler wants to run: {hook: matcher} (runtime/matching/).")
     host_members = models.JSONField(default=list, editable=False,
                                     help_text="host.* members the code calls.")
     permissions = models.JSONField(default=list, editable=False,

@@ -19,6 +19,7 @@ class PluginVersion(ImmutableModel):
     compiled_js = models.TextField()
     code_hash = models.CharField(max_length=64)
     hooks = models.JSONField(default=list)
+    matchers = models.JSONField(default=dict, help_text="When each handler wants to run: {hook: matcher}.")
     host_members = models.JSONField(default=list)
     permissions = models.JSONField(default=list, help_text="Permissions this version's code asks for.")
     note = models.CharField(max_length=500, blank=True)

@@ -3,7 +3,7 @@
 from tests.middleware_hub.test_dependencies import ROOT, imported_modules
 
 RUNTIME = ROOT / "plugins_app/runtime"
-FOLDERS = ("tables", "engine", "web")
+FOLDERS = ("tables", "engine", "web", "matching")
 SHARED = ("config", "environment", "launch", "positions", "protocol", "pulse", "wire")   # the modules at the top, which both sides share
 
 

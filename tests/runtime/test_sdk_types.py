@@ -56,6 +56,10 @@ def test_the_example_project_type_checks(tmp_path):
     ("middleware.notifyScheduled = (c) => ({ delaySeconds: '5' });", "not assignable"),
     ("middleware.systemPromt = (c) => c.systemPrompt;", "systemPromt"),
     ("host.workspace!.read(1);", "not assignable to parameter of type 'string'"),
+    ("middleware.match = { systemPrompt: { text: { equals: 'x' } } };", "'text' does not exist in type 'SystemPromptMatch'"),
+    ("middleware.match = { sshCommandSending: { kind: { equals: 'rm' } } };", "not assignable"),
+    ("middleware.match = { notifyScheduled: { delaySeconds: { regex: '6' } } };", "'regex' does not exist"),
+    ("middleware.match = { systemPromt: {} };", "systemPromt"),
 ])
 def test_type_errors_are_found(tmp_path, source, expected):
     result = tsc(project(tmp_path, {"plugin.ts": source}))

@@ -1,5 +1,6 @@
 // A small plugin: trims the agent's replies, vetoes (and reports, with a secret) inbound messages
-// that only shout, and logs.
+// that only shout, and logs the shell commands it sees (a matcher leaves file operations out before
+// its handler starts).
 const MAX_REPLY = typeof host.config.maxReply === "number" ? host.config.maxReply : 4000;
 
 middleware.assistantMessageOutbound = async (context) => {
@@ -23,8 +24,10 @@ middleware.userMessageInbound = async (context, tools) => {
   return context.text;
 };
 
+middleware.match = { sshCommandSending: { kind: { equals: "command" } } };
+
 middleware.sshCommandSending = async (context, tools) => {
-  if (context.kind === "command" && context.command?.includes("rm -rf /")) return tools.cancel("refused");
+  if (context.command?.includes("rm -rf /")) return tools.cancel("refused");
   host.log("info", `ssh ${context.kind} on ${context.hostDisplayName}`);
   return {};
 };

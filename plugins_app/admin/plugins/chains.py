@@ -20,8 +20,9 @@ from plugins_app.admin.scoping import AccountScopedAdmin, editable_accounts
 from plugins_app.admin.versions.diff import as_text, diff_html
 from plugins_app.errors import HubError, InvalidInput, NotFound
 from plugins_app.models import ChainEntry, Installation, PluginVersion
+from plugins_app.runtime.matching import words
 from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
-from plugins_app.services.execution import quarantine, tryit
+from plugins_app.services.execution import explain, quarantine, tryit
 from plugins_app.services.plugins import admin_ops
 
 
@@ -74,7 +75,7 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
     """Entries are created by installing and removed by uninstalling; here they are only moved."""
 
     auditor_visible = False
-    list_display = ["place", "plugin_name", "kind", "state", "granted"]
+    list_display = ["place", "plugin_name", "kind", "state", "runs_when", "granted"]
     list_filter = [AccountFilter, HookFilter]
     list_select_related = ["installation__plugin", "account"]
     list_per_page = 1000   # the drag-and-drop page must hold the whole chain
@@ -184,6 +185,13 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
                                date_format(until, "DATETIME_FORMAT"))
         return STATE_WORDS[state]
 
+    @admin.display(description="runs when")
+    def runs_when(self, obj):
+        matcher = (obj.installation.plugin.matchers or {}).get(obj.hook)
+        if not matcher:
+            return "on every call"
+        return format_html('<code class="hub-matcher">{}</code>', words.matcher(matcher))
+
     @admin.display(description="granted")
     def granted(self, obj):
         granted = obj.installation.granted_permissions
@@ -202,12 +210,15 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
         # "Try this draft" on the Versions page links here with version_<installation id>=<n>.
         initial.update({k: v for k, v in request.GET.items() if k.startswith("version_") and v.isdigit()})
         form = TryItForm(request.POST or None, initial=initial, request=request, hook=hook)
-        run = None
+        run, explained = None, None
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             try:
                 context = tryit.parse_context(data["context"]) if form.uses_json() else form.context_value()
-                run = tryit.try_chain(data["account"], data["hook"], context, form.chosen_versions())
+                # Explain runs nothing, so it is shown beside every run (and alone with "Explain only").
+                explained = explain.explain(data["account"], data["hook"], context)
+                if "explain_only" not in request.POST:
+                    run = tryit.try_chain(data["account"], data["hook"], context, form.chosen_versions())
             except InvalidInput as exc:
                 form.add_context_error(exc)
             except NotFound as exc:   # a version deleted meanwhile
@@ -219,6 +230,8 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
             "opts": self.opts,
             "form": form,
             "run": run,
+            "explained": explained,
+            "explained_runs": sum(1 for step in explained if step.runs) if explained is not None else 0,
             "spec": HOOKS[run.hook] if run else None,
             "steps": [_step_view(step, names, run.versions) for step in run.steps] if run else [],
             "cancelled_by_name": names.get(_cancelling_installation(run)) if run else None,
@@ -254,7 +267,7 @@ def _step_view(step: tryit.Step, names: dict, tried: dict) -> dict:
         "plugin": trace.plugin, "name": names.get(str(trace.installation_id), trace.plugin),
         "installation_id": trace.installation_id, "status": trace.status,
         "duration_ms": trace.duration_ms, "changed": trace.changed, "warning": trace.warning,
-        "logs": trace.logs, "cancel_reason": step.cancel_reason,
+        "logs": trace.logs, "cancel_reason": step.cancel_reason, "reason": trace.reason,
         "diff": diff_html(step.before, step.after),
         "version": step.version, "drafted": str(trace.installation_id) in tried,
         **_position_view(trace, step.version),

@@ -20,6 +20,7 @@ from plugins_app.admin.plugins.starters import completions, starters
 from plugins_app.admin.scoping import AccountScopedAdmin, admin_account_ids, is_operator, per_object_action
 from plugins_app.errors import CompileFailed, Conflict, HubError, InvalidInput
 from plugins_app.models import ChainEntry, Installation, Plugin, PluginVersion
+from plugins_app.runtime.matching import words
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.services.execution import quarantine
 from plugins_app.services.plugins import admin_ops
@@ -143,13 +144,15 @@ class InstallationAdmin(AccountScopedAdmin):
     list_select_related = ["plugin", "account"]
     search_fields = ["plugin__name", "plugin__slug"]
     actions = ["enable_selected", "disable_selected", "release_selected"]
-    readonly_fields = ["account", "plugin_link", "quarantine_status", "hook_list", "asked_list", "chain_places",
+    readonly_fields = ["account", "plugin_link", "quarantine_status", "hook_list", "matcher_list", "asked_list",
+                       "chain_places",
                        "latency_link", "settings_taken", "version_history", "source_code", "created_at",
                        "updated_at"]
     fieldsets = [
         (None, {"fields": ["account", "plugin_link", "enabled"]}),
         ("Quarantine", {"fields": ["quarantine_status"]}),
-        ("What it does", {"fields": ["hook_list", "chain_places", "latency_link", "asked_list", "version_history"]}),
+        ("What it does", {"fields": ["hook_list", "matcher_list", "chain_places", "latency_link", "asked_list",
+                                     "version_history"]}),
         ("What it may do", {"fields": ["granted_permissions"]}),
         ("Settings", {"fields": ["settings_taken"]}),   # then a field per setting: see get_fieldsets
         ("Source", {"fields": ["source_code"], "classes": ["collapse"]}),
@@ -363,6 +366,11 @@ class InstallationAdmin(AccountScopedAdmin):
     @admin.display(description="hooks")
     def hook_list(self, obj):
         return _tags(obj.plugin.hooks)
+
+    @admin.display(description="when it runs")
+    def matcher_list(self, obj):
+        return format_html_join("", '<div class="hub-matcher"><code>{}</code></div>',
+                                ((line,) for line in words.lines(obj.plugin.hooks, obj.plugin.matchers or {}))) or "—"
 
     @admin.display(description="permissions it asks for")
     def asked_list(self, obj):

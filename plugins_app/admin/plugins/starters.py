@@ -57,7 +57,9 @@ def completions() -> dict:
     after `middleware.`, the hook's context fields after its context parameter, `tools.cancel` in
     cancellable hooks, host members after `host.` (with their signatures), and the web globals."""
     return {
-        "hooks": [{"label": name, "detail": spec.returns(), "info": spec.summary} for name, spec in HOOKS.items()],
+        "hooks": [{"label": name, "detail": spec.returns(), "info": spec.summary} for name, spec in HOOKS.items()]
+        + [{"label": "match", "detail": "{ <hook>: { <field>: { regex, includes, startsWith, equals, in, not, any, all } } }",
+            "info": "When each handler wants to run: checked before it is started (docs/plugins-authoring.md)."}],
         "fields": {name: [{"label": f.name, "detail": _ts_type(f)} for f in spec.fields] for name, spec in HOOKS.items()},
         "cancellable": [name for name, spec in HOOKS.items() if spec.cancellable],
         "tools": [{"label": "cancel", "detail": "cancel(reason?: string): CancelToken",

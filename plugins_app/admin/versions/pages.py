@@ -14,10 +14,11 @@ from django.utils.html import format_html
 
 from plugins_app.admin.plugins.starters import completions, starters
 from plugins_app.admin.scoping import ReadOnlyAccountScopedAdmin, admin_account_ids, is_operator
-from plugins_app.admin.versions.diff import side_by_side
+from plugins_app.admin.versions.diff import diff_html, side_by_side
 from plugins_app.admin.versions.forms import DraftForm
 from plugins_app.errors import CompileFailed, HubError
 from plugins_app.models import Installation, PluginVersion
+from plugins_app.runtime.matching import words
 from plugins_app.services.versions import check as checks
 from plugins_app.services.versions import releases as versions
 from plugins_app.services.versions import shadow
@@ -37,6 +38,13 @@ def line_diff(older: PluginVersion, newer: PluginVersion):
     return side_by_side(older.source, newer.source, f"version {older.number}", f"version {newer.number}")
 
 
+def matcher_diff(older: PluginVersion, newer: PluginVersion) -> dict:
+    """When each version's handlers run, in words, and the word diff between them when they differ."""
+    old = "\n".join(words.lines(older.hooks, older.matchers or {}))
+    new = "\n".join(words.lines(newer.hooks, newer.matchers or {}))
+    return {"matchers_old": old, "matchers_new": new, "matcher_diff": diff_html(old, new) if old != new else None}
+
+
 @admin.register(PluginVersion)
 class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
     """Versions are read here by admins and auditors; deploying and drafting are on the history page."""
@@ -47,7 +55,7 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
     list_select_related = ["installation__plugin", "installation__account"]
     search_fields = ["note", "installation__plugin__slug"]
     fields = ("installation", "number", "language", "note", "created_by_name", "created_at", "hooks",
-              "permissions", "code_hash", "source")
+              "matchers", "permissions", "code_hash", "source")
     readonly_fields = fields
 
     def get_urls(self):
@@ -156,11 +164,13 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
         new = by_number.get(request.GET.get("b", ""), default_new)
         if old is None or new is None:
             return {}
+        matchers = matcher_diff(old, new)
         if old.source == new.source:
-            return {"diff_old": old, "diff_new": new, "diff": None}
+            return {"diff_old": old, "diff_new": new, "diff": None, **matchers}
         table = line_diff(old, new)
         lines = max(len(old.source.splitlines()), len(new.source.splitlines()))
-        return {"diff_old": old, "diff_new": new, "diff": table, "diff_too_large": lines if table is None else None}
+        return {"diff_old": old, "diff_new": new, "diff": table, "diff_too_large": lines if table is None else None,
+                **matchers}
 
     def source_view(self, request, installation_id, number):
         """One version's source as a file to download (what the page offers when a diff is too large)."""

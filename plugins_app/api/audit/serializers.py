@@ -68,8 +68,10 @@ class UsageSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = UsageDaily
-        fields = ["day", "plugin", "hook", "runs", "totalMs", "averageMs", "p50Ms", "p95Ms", "p99Ms", "maxMs",
-                  "statusCounts"]
+        fields = ["day", "plugin", "hook", "runs", "skipped", "totalMs", "averageMs", "p50Ms", "p95Ms", "p99Ms",
+                  "maxMs", "statusCounts"]
+        extra_kwargs = {"skipped": {"help_text": "calls where the plugin's matcher left its handler out (not runs, "
+                                                 "not metered)"}}
         list_serializer_class = _UsageListSerializer
 
     def _summary(self, row) -> dict:

@@ -29,10 +29,13 @@ class TraceEntrySerializer(serializers.Serializer):
         ("error", "it threw or failed to load; skipped (fail-open)"),
         ("timeout", "it ran past its time budget; skipped"),
         ("malformed", "it returned a value of the wrong shape; skipped"),
-        ("quarantined", "it is in quarantine after repeated timeouts; not run")])
+        ("quarantined", "it is in quarantine after repeated timeouts; not run"),
+        ("skipped", "left out before running: see `reason` (match: the plugin's matcher did not hold)")])
     changed = serializers.BooleanField()
     durationMs = serializers.FloatField()
     warning = serializers.CharField(allow_null=True)
+    reason = serializers.ChoiceField(choices=[("match", "the plugin's matcher did not hold for the context")],
+                                     required=False, help_text="present only on a skipped handler")
 
 
 class SourcePositionSerializer(serializers.Serializer):
@@ -56,6 +59,7 @@ class TryStepSerializer(serializers.Serializer):
     plugin = serializers.CharField()
     # Plain strings here: the same choices as the execute trace's, named once in the schema (there).
     status = serializers.CharField(help_text="as in the execute trace: ran, cancelled, error, timeout, ...")
+    reason = serializers.CharField(required=False, help_text="as in the execute trace: why it was skipped")
     changed = serializers.BooleanField()
     durationMs = serializers.FloatField()
     warning = serializers.CharField(allow_null=True)
@@ -74,6 +78,35 @@ class TryResponseSerializer(serializers.Serializer):
     cancellation = serializers.DictField(allow_null=True)
     trace = TryStepSerializer(many=True)
     effects = serializers.ListField(child=serializers.DictField())
+
+
+class ExplainRequestSerializer(serializers.Serializer):
+    context = serializers.JSONField()  # type: ignore[assignment]  # a field, not Field.context (see above)
+
+
+class ExplainStepSerializer(serializers.Serializer):
+    installationId = serializers.CharField()
+    plugin = serializers.CharField()
+    position = serializers.IntegerField()
+    runs = serializers.BooleanField(help_text="true: it would run for this context")
+    reason = serializers.ChoiceField(allow_null=True, choices=[
+        ("disabled", "disabled by an admin"), ("quarantined", "in quarantine after repeated timeouts"),
+        ("shadow", "runs in shadow after the chain; its result is never applied"),
+        ("match", "its plugin's matcher does not hold for this context")])
+    detail = serializers.CharField(allow_null=True, help_text="the reason in words; for match, the condition that failed")
+    matcher = serializers.CharField(allow_null=True, help_text="its matcher for this hook in words; null: runs on every call")
+    notGranted = serializers.ListField(child=serializers.CharField(),
+                                       help_text="permissions its code asks for that this installation was not granted")
+
+
+class ExplainResponseSerializer(serializers.Serializer):
+    hook = serializers.CharField()
+    runs = serializers.IntegerField(help_text="how many installations would run")
+    chain = ExplainStepSerializer(many=True)
+
+
+def explain_response(hook: str, steps: list) -> dict[str, Any]:
+    return {"hook": hook, "runs": sum(1 for step in steps if step.runs), "chain": [step.as_dict() for step in steps]}
 
 
 class CancellationSerializer(serializers.Serializer):
@@ -106,6 +139,7 @@ def execute_response(result: ChainResult, effects: list[Any]) -> dict[str, Any]:
         "trace": [{
             "installationId": t.installation_id, "plugin": t.plugin, "status": t.status,
             "changed": t.changed, "durationMs": t.duration_ms, "warning": t.warning,
+            **({"reason": t.reason} if t.reason else {}),
         } for t in result.trace],
         "effects": effects,
     }
@@ -123,7 +157,7 @@ def try_response(run: TryRun) -> dict[str, Any]:
             "installationId": step.trace.installation_id, "plugin": step.trace.plugin, "status": step.trace.status,
             "changed": step.trace.changed, "durationMs": step.trace.duration_ms, "warning": step.trace.warning,
             "version": step.version, "before": step.before, "after": step.after, "at": step.trace.at,
-            "logs": step.trace.logs,
+            "logs": step.trace.logs, **({"reason": step.trace.reason} if step.trace.reason else {}),
         } for step in run.steps],
         "effects": run.effects,
     }

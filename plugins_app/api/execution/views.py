@@ -1,4 +1,4 @@
-"""Running hooks: the key check (ping), the hook table, a chain's execute and its try-run."""
+"""Running hooks: the key check (ping), the hook table, a chain's execute, its try-run and its explain."""
 
 from typing import cast
 
@@ -17,7 +17,7 @@ from plugins_app.api.renderers import JSONFirstNegotiation, PlainJSONRenderer
 from plugins_app.errors import InvalidInput
 from plugins_app.runtime.tables.hooks import HOOKS
 from plugins_app.services.execution import execute as execution
-from plugins_app.services.execution import tryit
+from plugins_app.services.execution import explain, tryit
 from plugins_app.services.observability import tracing
 
 
@@ -80,3 +80,14 @@ class HookTryView(AccountView):
             raise InvalidInput("context", "this field is required")
         run = tryit.try_chain(self.account, hook, data["context"], data.get("versions"))
         return Response(s.try_response(run))
+
+
+class HookExplainView(AccountView):
+    @body(s.ExplainRequestSerializer, responses=s.ExplainResponseSerializer,
+          summary="Explain the account's chain for a hook: for a context, which installations would run and why "
+                  "not, in chain order, without running anything")
+    def post(self, request: Request, hook: str) -> Response:
+        data = request.data if isinstance(request.data, dict) else None
+        if data is None or "context" not in data:
+            raise InvalidInput("context", "this field is required")
+        return Response(s.explain_response(hook, explain.explain(self.account, hook, data["context"])))

@@ -225,6 +225,11 @@ function assumeYes(source: string): string {
   return out;
 }
 
+// Only shell commands concern it: file operations are left out before the handler starts. Nothing
+// narrower is declared on purpose: a text test (say, "contains rm") is what quoting ('r'm) and
+// substitutions get past; the parser above is what decides.
+globalThis.middleware.match = { sshCommandSending: { kind: { equals: "command" } } };
+
 globalThis.middleware.sshCommandSending = async (context, tools) => {
   if (context.kind !== "command" || !context.command) return {};
   const config = host.config as { assumeYes: boolean; protectedPaths: string[] };

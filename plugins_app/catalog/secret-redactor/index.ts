@@ -9,6 +9,12 @@ interface RedactorConfig {
 // The config is fixed for the life of this compartment (new settings load a new one).
 let extraPatterns: RegExp[] | null = null;
 
+// Only an operation with output to read (an account's extra patterns can match any text, so the
+// text itself is not narrowed here).
+globalThis.middleware.match = {
+  sshCommandCompleted: { any: [{ output: { not: { equals: null } } }, { errorOutput: { not: { equals: null } } }] },
+};
+
 globalThis.middleware.sshCommandCompleted = async (context) => {
   const config = host.config as RedactorConfig;
   extraPatterns ??= config.extraPatterns.map((source) => new RegExp(source, "g"));

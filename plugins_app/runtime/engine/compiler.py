@@ -31,6 +31,9 @@ MAX_TYPE_ERRORS = 50
 # The compiled code's last line: a source map back to the author's source, with where each hook's
 # handler is assigned (runtime/positions.py reads it).
 SOURCE_MAP_PREFIX = "\n//# sourceMappingURL=data:application/json;base64,"
+# The most JSON a plugin's middleware.match may read as (the hub's own bounds on a matcher keep it far
+# smaller): a bigger one is refused before Python parses it.
+MAX_MATCH_JSON_CHARS = 256 * 1024
 
 
 class Compiler:
@@ -46,7 +49,7 @@ class Compiler:
         self.lock = asyncio.Lock()
 
     async def compile(self, req: JsonObject) -> JsonObject:
-        """{errors} (with "stage": "types" when only the type check failed) or {code, hooks, hostMembers}."""
+        """{errors} (with "stage": "types" when only the type check failed) or {code, hooks, hostMembers, match}."""
         async with self.lock:
             transpiled = await self._transpile(req)
             if transpiled["errors"]:
@@ -120,6 +123,7 @@ class Compiler:
             installation = json.dumps(["probe", probe_id, "probe", code, {}])
             hooks = json.loads(cast(str, await self.probe.eval(   # __hub.load answers JSON text
                 f"__hub.load.call({json.dumps(installation)})", LOAD_TIMEOUT_SECONDS)))
+            match = await self._declared_match(probe_id)
             await self.probe.eval(f"__hub.unload('probe', {json.dumps(probe_id)}); 1", LOAD_TIMEOUT_SECONDS)
         except TimeoutError:
             await self._drop_probe()
@@ -135,7 +139,24 @@ class Compiler:
         except (TimeoutError, IsolateLost):
             await self._drop_probe()
             return {"errors": [_error("top-level code never settles (runaway async work)")]}
-        return {"errors": [], "code": code, "hooks": hooks, "hostMembers": transpiled["hostMembers"]}
+        if isinstance(match, dict) and "error" in match:
+            return {"errors": [_error(match["error"])]}
+        return {"errors": [], "code": code, "hooks": hooks, "hostMembers": transpiled["hostMembers"], "match": match}
+
+    async def _declared_match(self, probe_id: str) -> object:
+        """What the plugin assigned to middleware.match, read as JSON (checked by the hub, not here):
+        None when nothing, {"error": ...} when it does not read as JSON (a cycle, a getter that throws)."""
+        assert self.probe is not None
+        try:
+            text = await self.probe.eval(f"__hub.declaredMatch('probe', {json.dumps(probe_id)})", LOAD_TIMEOUT_SECONDS)
+        except JSEvalException as exc:
+            first = (str(exc).splitlines() or ["error"])[0]
+            return {"error": f"middleware.match does not read as JSON data: {first[:300]}"}
+        if not isinstance(text, str):
+            return None
+        if len(text) > MAX_MATCH_JSON_CHARS:
+            return {"error": f"middleware.match is over {MAX_MATCH_JSON_CHARS // 1024} KiB of JSON; a matcher is a few conditions"}
+        return json.loads(text)
 
     async def _drop_probe(self) -> None:
         probe, self.probe = self.probe, None

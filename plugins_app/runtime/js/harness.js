@@ -678,6 +678,13 @@
       return JSON.stringify(load(account, id, hash, code, config));
     },
     unload(account, id) { plugins.delete(keyOf(account, id)); },
+    // The install probe's read of an installation's matcher declaration (middleware.match), as JSON
+    // text ("null" when it has none). Plain data only: the hub checks it against the hook table.
+    declaredMatch(account, id) {
+      const entry = plugins.get(keyOf(account, id));
+      const declared = entry === undefined ? undefined : entry.middleware.match;
+      return declared === undefined ? "null" : JSON.stringify(declared);
+    },
     progressBuffer,
     // Starts a chain; its synchronous part runs now, the rest as microtasks after this call.
     // Python reads the outcome with poll(seq), queued right behind: {missing} if code must be loaded.

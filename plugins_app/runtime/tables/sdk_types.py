@@ -48,6 +48,29 @@ interface SshResult {
 /** A handler's result: the value, or a promise of it. */
 type Result<T> = T | Promise<T>;
 
+/** Conditions on one context field, all of which must hold (on a list field: some element). */
+interface ValueMatch<T> {
+  equals?: T;
+  in?: T[];
+  not?: ValueMatch<T>;
+  any?: ValueMatch<T>[];
+  all?: ValueMatch<T>[];
+}
+/** A text field's conditions: also substrings, prefixes and RE2 patterns (no backreferences or lookaround). */
+interface TextMatch<T> extends ValueMatch<T> {
+  /** Contains this text (or any of these). */
+  includes?: string | string[];
+  /** Starts with this text (or any of these). */
+  startsWith?: string | string[];
+  /** An RE2 regular expression, searched anywhere in the value (anchor it with ^ and $). */
+  regex?: string;
+  /** Compare without case, here and in what this object nests. */
+  ignoreCase?: boolean;
+  not?: TextMatch<T>;
+  any?: TextMatch<T>[];
+  all?: TextMatch<T>[];
+}
+
 // The web globals a plugin's compartment has (type-check with "lib": ["es2022"], without "dom").
 declare var self: typeof globalThis;
 declare var global: typeof globalThis;
@@ -227,6 +250,33 @@ def _pascal(name: str) -> str:
     return name[0].upper() + name[1:]
 
 
+_TEXT_TYPES = ("id", "string", "string[]", "id[]")
+
+
+def _match_type(f: Field) -> str:
+    """A field's matcher type: TextMatch for text (ids are strings), ValueMatch for the rest; a list
+    field's conditions are on its elements, and a null or absent field can be matched as null."""
+    element = {"string[]": "string", "id[]": "string"}.get(f.type, _SCALARS[f.type])
+    value = " | ".join(f'"{c}"' for c in f.choices) if f.choices else element
+    if f.nullable or f.optional:
+        value += " | null"
+    return f"{'TextMatch' if f.type in _TEXT_TYPES else 'ValueMatch'}<{value}>"
+
+
+def match_type_name(spec: HookSpec) -> str:
+    """The declared name of a hook's matcher type, e.g. SshCommandSendingMatch."""
+    return f"{_pascal(spec.name)}Match"
+
+
+def _matcher(spec: HookSpec) -> str:
+    name = match_type_name(spec)
+    lines = [f"/** When a {spec.name} handler wants to run: conditions on its context, all of which must hold. */",
+             f"interface {name} {{"]
+    lines += [f"  {f.name}?: {_match_type(f)};" for f in spec.fields]
+    lines += [f"  any?: {name}[];", f"  all?: {name}[];", f"  not?: {name};", "}"]
+    return "\n".join(lines)
+
+
 @lru_cache(maxsize=1)
 def middleware_d_ts() -> str:
     """The whole declaration file."""
@@ -234,7 +284,13 @@ def middleware_d_ts() -> str:
     handlers = "\n".join(
         f"  {spec.name}?: (context: {_pascal(spec.name)}Context, tools: Tools) => Result<{_returns(spec)}>;"
         for spec in HOOKS.values())
-    return (f"{_PRELUDE}\n{contexts}\n\n{_host()}\n\n"
+    matchers = "\n\n".join(_matcher(spec) for spec in HOOKS.values())
+    match_map = "\n".join(f"  {spec.name}?: {match_type_name(spec)};" for spec in HOOKS.values())
+    handlers += ("\n  /** When each handler wants to run, checked before it is started (a handler without one "
+                 "runs on every call). */\n  match?: MiddlewareMatch;")
+    return (f"{_PRELUDE}\n{contexts}\n\n{matchers}\n\n"
+            f"/** Matchers by hook: only for hooks the plugin handles. */\ninterface MiddlewareMatch {{\n{match_map}\n}}\n\n"
+            f"{_host()}\n\n"
             f"/** The hooks a plugin may define (one table: GET /api/v1/hooks). */\ninterface Middleware {{\n"
             f"{handlers}\n}}\n\ndeclare var middleware: Middleware;\n/** The current invocation's host object. */\n"
             f"declare var host: Host;\n")

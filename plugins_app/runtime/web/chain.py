@@ -19,8 +19,10 @@ from plugins_app.runtime.web.tier import EngineDown, EngineUnavailable, Tier
 SESSION_HOP_LIMIT = 4   # host.session (peer messages) is offered up to this hop, not beyond
 QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts"
 HELD_BACK_WARNING = "skipped: another call of this handler has held its engine for over a second"
-FAILED = ("error", "timeout", "malformed")
-MISSING_TRIES = 3   # requests sent again, with the code, to engines that answer that they lack it   # the statuses whose trace says where in the source
+FAILED = ("error", "timeout", "malformed")   # the statuses whose trace says where in the source
+SKIPPED = "skipped"   # left out before the engine: the plugin's matcher did not hold (`reason` says so)
+NOT_RUN = ("quarantined", SKIPPED)   # statuses of handlers that did not run: never metered or timed
+MISSING_TRIES = 3   # requests sent again, with the code, to engines that answer that they lack it
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,9 @@ class Handler:
     quarantined_until: float | None = None   # epoch seconds; skipped without running until then
     slow_lane_until: float | None = None     # epoch seconds; runs in the engine tier's lane until then
     version: int | None = None               # the installation's deployed version, for the audit rows
+    # {hook: matcher} (runtime/matching/): when the plugin wants each handler to run; the seam leaves
+    # a handler whose matcher does not hold out before the chain goes to an engine.
+    matchers: JsonObject = field(default_factory=dict)
 
     def quarantined(self, now: float) -> bool:
         return self.quarantined_until is not None and now < self.quarantined_until
@@ -48,7 +53,7 @@ class Handler:
 class HandlerTrace:
     installation_id: str
     plugin: str
-    status: str            # ran | cancelled | error | timeout | malformed | quarantined
+    status: str            # ran | cancelled | error | timeout | malformed | quarantined | skipped
     changed: bool
     duration_ms: float
     warning: str | None = None
@@ -58,6 +63,7 @@ class HandlerTrace:
     quarantined_until: float | None = None   # set when it was skipped for a quarantine (epoch seconds)
     state_reset: str | None = None   # why its module state started afresh, when another's fault made it
     at: JsonObject | None = None     # {"line", "column"} in the author's source where it failed
+    reason: str | None = None        # why a `skipped` handler was left out: "match" (its matcher did not hold)
 
     @property
     def engine_restarted(self) -> bool:
@@ -197,6 +203,13 @@ def chain_steps(tier: CodeBook, account_key: str, spec: HookSpec, handlers: list
     if cancelled := reply.get("cancellation"):
         cancellation = _cancellation(runnable[cancelled["index"]], cancelled)
     return _finish(spec, context, reply["context"], cancellation, _skipped(spec, handlers, trace, context, trace_values, now))
+
+
+def nothing_to_run(spec: HookSpec, handlers: list[Handler], context: JsonObject,
+                   trace_values: bool = False) -> ChainResult:
+    """The answer when no handler of `handlers` may run now (none given, or all quarantined): the value
+    unchanged, without asking an engine."""
+    return _finish(spec, context, dict(context), None, _skipped(spec, handlers, [], context, trace_values, time.time()))
 
 
 def _request(tier: CodeBook, account_key: str, request: RunRequest, by_id: dict[str, Handler], lane: bool,

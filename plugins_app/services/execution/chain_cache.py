@@ -73,7 +73,8 @@ def make_handler(installation) -> Handler:
     return Handler(str(installation.pk), plugin.slug, digest, plugin.compiled_js,
                    installation.settings or {}, granted,
                    quarantined_until=_epoch(installation.quarantined_until),
-                   slow_lane_until=_epoch(installation.slow_lane_until), version=installation.live_version)
+                   slow_lane_until=_epoch(installation.slow_lane_until), version=installation.live_version,
+                   matchers=plugin.matchers or {})
 
 
 def make_version_handler(installation, version) -> Handler:
@@ -81,7 +82,7 @@ def make_version_handler(installation, version) -> Handler:
     settings_json = json.dumps(installation.settings or {}, sort_keys=True)
     digest = hashlib.sha256(f"{version.code_hash}:{settings_json}".encode()).hexdigest()[:24]
     return dataclasses.replace(make_handler(installation), code=version.compiled_js, code_hash=digest,
-                               version=version.number)
+                               version=version.number, matchers=version.matchers or {})
 
 
 def _epoch(moment) -> float | None:
@@ -97,7 +98,8 @@ def load_chains(account_id: int) -> dict[str, list[Handler]]:
                          "installation__quarantined_until", "installation__slow_lane_until",
                          "installation__live_version", "installation__mode", "installation__shadow_version",
                          "installation__plugin__slug", "installation__plugin__code_hash",
-                         "installation__plugin__compiled_js", "installation__plugin__settings_schema"))
+                         "installation__plugin__compiled_js", "installation__plugin__settings_schema",
+                         "installation__plugin__matchers"))
     chains: dict[str, list[Handler]] = {}
     handlers: dict[int, Handler] = {}
     drafts = _shadowed_drafts({e.installation_id for e in entries if e.installation.shadow_version is not None})

@@ -12,6 +12,7 @@ observers; a run made before they are wired is refused, so no caller can go with
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,10 +22,19 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from plugins_app.errors import InvalidInput
+from plugins_app.runtime.matching.evaluate import holds
 from plugins_app.runtime.tables.context import MAX_ID_LENGTH, ContextError, validate_context
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.web.async_chain import run_chain_async
-from plugins_app.runtime.web.chain import ChainResult, Handler, SlowHandler, run_chain
+from plugins_app.runtime.web.chain import (
+    SKIPPED,
+    ChainResult,
+    Handler,
+    HandlerTrace,
+    SlowHandler,
+    nothing_to_run,
+    run_chain,
+)
 from plugins_app.services.engine.tier import engine_key, get_async_tier, get_tier
 from plugins_app.services.execution import quarantine
 from plugins_app.services.execution.async_host_bridge import AsyncHostBridge, in_host_thread
@@ -107,6 +117,8 @@ class Invocation:
     hop: int = 0
     turn_id: str = ""
     handlers: list[Handler] = field(default_factory=list)
+    # Handlers whose matcher did not hold for the context: left out before the engine, in the trace as skipped.
+    unmatched: dict[str, HandlerTrace] = field(default_factory=dict)
     bridge: HostBridge | None = None
     result: ChainResult | None = None
     started: float = field(default_factory=time.perf_counter)
@@ -148,10 +160,51 @@ class Invocation:
 
             def on_slow(handler: Handler) -> None:
                 _held_the_isolate(account, handler)
-        return {"account_key": engine_key(self.account), "spec": self.spec, "handlers": self.handlers,
+        runnable = [h for h in self.handlers if h.installation_id not in self.unmatched]
+        return {"account_key": engine_key(self.account), "spec": self.spec, "handlers": runnable,
                 "context": self.context, "host": self.bridge, "hop": self.hop,
                 "trace_values": self.trace_values, "budget_ms": settings.HUB_ENGINE.budget_ms,
                 "cpu_ms": settings.HUB_ENGINE.cpu_ms, "on_slow": on_slow}
+
+
+def unmatched(spec: HookSpec, handlers: list[Handler], context: dict) -> dict[str, HandlerTrace]:
+    """The handlers whose plugin's matcher does not hold for `context` (the context the chain starts
+    from), each with its trace entry. A quarantined one is left to the chain runner, which says so."""
+    now, found = time.time(), {}
+    for h in handlers:
+        matcher = h.matchers.get(spec.name)
+        if not matcher or h.quarantined(now):
+            continue
+        if not holds(matcher, context):
+            # No warning: a matcher that does not hold is the plugin's own choice, not a failure
+            # (explain says which condition failed).
+            found[h.installation_id] = HandlerTrace(h.installation_id, h.plugin, SKIPPED, False, 0.0, reason="match")
+    return found
+
+
+def _engine_free(handlers: list[Handler]) -> bool:
+    # No handler left to run (none matched, or every one is quarantined): answered here, with no
+    # engine round trip (and no engine started in a process that has none yet).
+    now = time.time()
+    return all(h.quarantined(now) for h in handlers)
+
+
+def _with_unmatched(invocation: Invocation) -> list[HandlerTrace]:
+    """The trace in chain order with the skipped handlers in their places; in a run that keeps values,
+    a skipped one's value is the value it was passed (what the handler before it left)."""
+    assert invocation.result is not None and invocation.spec is not None
+    ran = {t.installation_id: t for t in invocation.result.trace}
+    keep = invocation.rules.trace_values
+    value, merged = (invocation.spec.value_of(invocation.context) if keep else None), []
+    for h in invocation.handlers:
+        entry = ran.pop(h.installation_id, None) or invocation.unmatched.get(h.installation_id)
+        if entry is None:
+            continue
+        if entry.status == SKIPPED and keep:
+            entry = dataclasses.replace(entry, value=value)
+        merged.append(entry)
+        value = entry.value
+    return merged + list(ran.values())
 
 
 def _held_the_isolate(account, handler: Handler) -> None:
@@ -180,7 +233,8 @@ def prepare(account, hook: str, context, *, mode: Mode = Mode.LIVE, origin: str 
             invocation: Invocation | None = None, asynchronous: bool = False) -> Invocation:
     """Sync, the database. Checks `hop`, `turn_id` and the context against the hook's table, loads the
     account's handlers for it (or takes `handlers`), applies `swap` (drafts or versions in place of live
-    code), and builds the host bridge with the mode's rules (`live_reads`: a replay's plain GET/HEAD
+    code), sets aside the handlers whose plugin's matcher does not hold for the context (skipped before
+    the engine, traced `skipped`, reason "match"), and builds the host bridge with the mode's rules (`live_reads`: a replay's plain GET/HEAD
     fetches made for real). `bad_context` turns a context that does not fit into the caller's error.
     `asynchronous`: the run will be awaited (run_async), so the bridge answers host calls as coroutines."""
     invocation = invocation or open_invocation(account, hook, mode=mode, origin=origin, traceparent=traceparent)
@@ -207,6 +261,7 @@ def prepare(account, hook: str, context, *, mode: Mode = Mode.LIVE, origin: str 
         # each candidate the input its place saw and compares with what the live code made of it.
         invocation.trace_values = rules.trace_values or (
             rules.record and bool(chain_cache.handlers(account, shadow_key(spec.name))))
+        invocation.unmatched = unmatched(spec, chain, clean)
         bridge = AsyncHostBridge if asynchronous else HostBridge
         invocation.bridge = bridge(account, spec, clean, hop=hop, turn_id=turn_id, extras=extras,
                                    record=rules.record, dry_run=rules.dry_run,
@@ -218,8 +273,11 @@ def run(invocation: Invocation) -> ChainResult:
     """The engine run, in this thread (the only long wait: the engine, and the host calls it asks)."""
     with failing(invocation):
         args = invocation.run_args()
-        invocation.result = run_chain(get_tier(), args.pop("account_key"), args.pop("spec"), args.pop("handlers"),
-                                      args.pop("context"), **args)
+        if _engine_free(args["handlers"]):
+            invocation.result = nothing_to_run(args["spec"], args["handlers"], args["context"], args["trace_values"])
+        else:
+            invocation.result = run_chain(get_tier(), args.pop("account_key"), args.pop("spec"), args.pop("handlers"),
+                                          args.pop("context"), **args)
     return invocation.result
 
 
@@ -229,6 +287,9 @@ async def run_async(invocation: Invocation) -> ChainResult:
     members, and a slow handler's lane move, run on the async bridge's small pool of host threads."""
     with failing(invocation):
         args = invocation.run_args()
+        if _engine_free(args["handlers"]):
+            invocation.result = nothing_to_run(args["spec"], args["handlers"], args["context"], args["trace_values"])
+            return invocation.result
         bridge, on_slow = args.pop("host"), args.pop("on_slow")
         if not isinstance(bridge, AsyncHostBridge):
             raise TypeError("run_async needs a run prepared with asynchronous=True")
@@ -251,6 +312,8 @@ def finish(invocation: Invocation, result: ChainResult | None = None) -> Invocat
         if result is not None:
             invocation.result = result
         assert invocation.result is not None and invocation.bridge is not None and invocation.spec is not None
+        if invocation.unmatched:
+            invocation.result.trace = _with_unmatched(invocation)
         invocation.bridge.secrets.scrub(invocation.result, invocation.handlers)
         if invocation.rules.record:
             record_result(invocation.account, invocation.spec, invocation.context, invocation.result,

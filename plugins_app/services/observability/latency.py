@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from accounts.buffered import BatchConflict, BufferedWriter
 from plugins_app.models import LatencyHistogram
+from plugins_app.runtime.web.chain import NOT_RUN
 from plugins_app.services.execution.observers import ChainRun
 
 logger = logging.getLogger(__name__)
@@ -28,8 +29,7 @@ BASE_MS = 0.05
 GROWTH = 1.2
 LAST_BUCKET = 82
 _LOG_GROWTH = math.log(GROWTH)
-STATUSES = ("ran", "cancelled", "error", "timeout", "malformed", "quarantined")
-NOT_RUN = "quarantined"
+STATUSES = ("ran", "cancelled", "error", "timeout", "malformed", "quarantined", "skipped")
 Resolution = LatencyHistogram.Resolution
 RETENTION = {Resolution.MINUTE: timedelta(days=2), Resolution.HOUR: timedelta(days=32)}   # days: kept
 PRUNE_EVERY_SECONDS = 600
@@ -60,7 +60,7 @@ class Window:
 
     def add(self, status: str, ms: float) -> None:
         self.statuses[status] = self.statuses.get(status, 0) + 1
-        if status == NOT_RUN:
+        if status in NOT_RUN:
             return
         self.runs += 1
         self.total_ms += ms

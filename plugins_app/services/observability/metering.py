@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from accounts.buffered import BufferedWriter
 from plugins_app.models import UsageDaily
+from plugins_app.runtime.web.chain import NOT_RUN, SKIPPED
 from plugins_app.services.execution.observers import ChainRun
 
 logger = logging.getLogger(__name__)
@@ -38,11 +39,13 @@ class Meter(BufferedWriter):
     thread_name = "hub-metering"
 
     def new_pending(self) -> dict:
-        return defaultdict(lambda: [0, 0.0])   # (account, plugin, hook, day) -> [runs, total ms]
+        return defaultdict(lambda: [0, 0.0, 0])   # (account, plugin, hook, day) -> [runs, total ms, skipped]
 
-    def add_runs(self, account_id: int, hook: str, runs: list[tuple[str, float]]):
-        """One chain's handler runs: (plugin slug, ms) each."""
-        if not runs:
+    def add_runs(self, account_id: int, hook: str, runs: list[tuple[str, float]],
+                 skipped: list[str] | tuple[str, ...] = ()):
+        """One chain's handler runs: (plugin slug, ms) each; `skipped`: the slugs of handlers whose
+        matcher left them out (counted apart: never metered as runs)."""
+        if not runs and not skipped:
             return
         day = site_today()
         with self._lock:
@@ -50,6 +53,8 @@ class Meter(BufferedWriter):
                 row = self._pending[(account_id, plugin_slug, hook, day)]
                 row[0] += 1
                 row[1] += duration_ms
+            for plugin_slug in skipped:
+                self._pending[(account_id, plugin_slug, hook, day)][2] += 1
         self.added()
 
     def write_many(self, prepared: list) -> None:
@@ -58,17 +63,19 @@ class Meter(BufferedWriter):
         table = connection.ops.quote_name(UsageDaily._meta.db_table)
         with connection.cursor() as cursor:
             cursor.executemany(
-                f"INSERT INTO {table} (account_id, plugin_slug, hook, day, runs, total_ms)"
-                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (account_id, plugin_slug, hook, day)"
-                f" DO UPDATE SET runs = {table}.runs + excluded.runs, total_ms = {table}.total_ms + excluded.total_ms",
-                [(account_id, slug, hook, connection.ops.adapt_datefield_value(day), runs, total_ms)
-                 for (account_id, slug, hook, day), (runs, total_ms) in prepared])
+                f"INSERT INTO {table} (account_id, plugin_slug, hook, day, runs, total_ms, skipped)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (account_id, plugin_slug, hook, day)"
+                f" DO UPDATE SET runs = {table}.runs + excluded.runs, total_ms = {table}.total_ms + excluded.total_ms,"
+                f" skipped = {table}.skipped + excluded.skipped",
+                [(account_id, slug, hook, connection.ops.adapt_datefield_value(day), runs, total_ms, skipped)
+                 for (account_id, slug, hook, day), (runs, total_ms, skipped) in prepared])
 
     def keep(self, key, value) -> None:
         with self._lock:
             row = self._pending[key]
             row[0] += value[0]
             row[1] += value[1]
+            row[2] += value[2]
 
 
 meter = Meter()
@@ -77,4 +84,5 @@ meter = Meter()
 def observe_chain(run: ChainRun) -> None:
     """An after-chain observer: one metered run per handler that actually ran (not one skipped)."""
     meter.add_runs(run.account.pk, run.spec.name,
-                   [(t.plugin, t.duration_ms) for t in run.result.trace if t.status != "quarantined"])
+                   [(t.plugin, t.duration_ms) for t in run.result.trace if t.status not in NOT_RUN],
+                   [t.plugin for t in run.result.trace if t.status == SKIPPED])

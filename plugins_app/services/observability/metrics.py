@@ -21,6 +21,7 @@ from prometheus_client.registry import REGISTRY
 from plugins_app.errors import HubError
 from plugins_app.runtime.environment import Env
 from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import NOT_RUN
 from plugins_app.services.engine.tier import get_tier
 from plugins_app.services.execution.observers import ChainRun
 
@@ -41,6 +42,8 @@ HANDLER_SECONDS = Histogram("hub_handler_duration_seconds", "Handler run time by
 HANDLER_RUNS = Counter("hub_handler_runs", "Handlers by plugin and status (quarantined: skipped)",
                        ["plugin", "status"])
 ENGINE_RESTARTS = Counter("hub_engine_restarts", "Isolates or engines lost to a handler, by crash kind", ["kind"])
+HANDLER_SKIPPED = Counter("hub_handler_skipped", "Handlers left out before the engine, by reason (match: the "
+                          "plugin's matcher did not hold for the context)", ["reason"])
 QUARANTINES = Counter("hub_quarantines", "Installations put in quarantine")
 CELERY_TASKS = Counter("hub_celery_tasks", "Celery tasks by name and outcome", ["task", "outcome"])
 TASKS_QUEUED = Counter("hub_tasks_queued", "Tasks handed to the broker, by name and outcome: sent; spooled "
@@ -124,10 +127,12 @@ class _Deferred:
                     logger.exception("a metrics observation could not be applied")
 
     def _apply_chain(self, hook: str, entries) -> None:
-        for plugin, status, duration_ms, crash in entries:
+        for plugin, status, duration_ms, crash, reason in entries:
             plugin = plugin_label(plugin)
             self.child(HANDLER_RUNS, plugin, status).inc()
-            if status != "quarantined":
+            if reason:
+                self.child(HANDLER_SKIPPED, reason).inc()
+            if status not in NOT_RUN:
                 self.child(HANDLER_SECONDS, plugin, hook).observe(duration_ms / 1000)
             if crash:
                 self.child(ENGINE_RESTARTS, crash).inc()
@@ -157,7 +162,7 @@ deferred = _Deferred()
 
 def observe_handlers(hook: str, trace) -> None:
     """One chain's handlers: run time by plugin, status counts, engines they cost."""
-    deferred.add(("chain", hook, [(t.plugin, t.status, t.duration_ms, t.crash) for t in trace]))
+    deferred.add(("chain", hook, [(t.plugin, t.status, t.duration_ms, t.crash, t.reason) for t in trace]))
 
 
 def observe_chain(run: ChainRun) -> None:

@@ -26,7 +26,7 @@ MAX_STREAMS_PER_MACHINE = 16   # every web process of the machine together (a sl
 PROCESS_SHARE = tail_slots.Share.of(MAX_STREAMS_PER_PROCESS)
 MAX_STREAMS_PER_ACCOUNT = PROCESS_SHARE.per_account   # in one process
 KEEPALIVE_SECONDS = 5.0   # an idle stream sends a comment this often (and so notices a gone client)
-STATUSES = ("ran", "cancelled", "error", "timeout", "malformed", "quarantined")
+STATUSES = ("ran", "cancelled", "error", "timeout", "malformed", "quarantined", "skipped")
 WARNING_STATUSES = {"error", "timeout", "malformed"}
 
 log = logging.getLogger(__name__)

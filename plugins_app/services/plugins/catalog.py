@@ -24,7 +24,7 @@ MANIFEST_KEYS = {"name", "slug", "description", "version", "settings", "include"
 VERSION = re.compile(r"\d+\.\d+\.\d+")
 # Fields of an official Plugin row that sync_catalog keeps equal to the catalog.
 SYNCED_FIELDS = ("name", "description", "version", "language", "source", "settings_schema",
-                 "compiled_js", "code_hash", "hooks", "host_members", "permissions")
+                 "compiled_js", "code_hash", "hooks", "matchers", "host_members", "permissions")
 # What the compiler alone makes: when only these differ (a new compiler, a source map added to its
 # output), the plugin is the same one and its installations were not upgraded.
 COMPILED_FIELDS = ("compiled_js", "code_hash")

@@ -10,7 +10,8 @@ from django.utils.text import slugify
 from accounts.services import lock_account
 from plugins_app.errors import CompileFailed, Conflict, InvalidInput, TypeCheckFailed
 from plugins_app.models import AccountChange, Installation, Plugin, PluginVersion
-from plugins_app.runtime.tables.hooks import HOOK_NAMES
+from plugins_app.runtime.matching.declare import MatcherError, declare
+from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
 from plugins_app.runtime.tables.permissions import derive_permissions, secret_permissions
 from plugins_app.services.audit import changes
 from plugins_app.services.engine.tier import drop_compartments, get_tier
@@ -26,7 +27,7 @@ LANGUAGES = ("typescript", "javascript")
 
 
 def compile_source(source: str, language: str, *, typecheck: bool = False) -> dict:
-    """Transpile and load the source once; return code, hooks, host members and permissions.
+    """Transpile and load the source once; return code, hooks, matchers, host members and permissions.
     `typecheck` also checks a TypeScript source's types against the SDK (TypeCheckFailed)."""
     if not isinstance(source, str) or not source.strip():
         raise InvalidInput("source", "the plugin's source is empty")
@@ -47,10 +48,15 @@ def compile_source(source: str, language: str, *, typecheck: bool = False) -> di
     if not result["hooks"]:
         raise CompileFailed([{"message": "the plugin defines no hooks: assign handlers to "
                                          "globalThis.middleware.<hook>", "line": 1, "column": 1}])
+    try:
+        matchers = declare(result.get("match"), result["hooks"], HOOKS)
+    except MatcherError as exc:
+        raise InvalidInput(exc.path, exc.message) from None
     return {
         "compiled_js": result["code"],
         "code_hash": hashlib.sha256(result["code"].encode()).hexdigest(),
         "hooks": [h for h in HOOK_NAMES if h in result["hooks"]],
+        "matchers": {h: matchers[h] for h in HOOK_NAMES if h in matchers},   # when each handler wants to run
         "host_members": result["hostMembers"],
         # A secret placeholder asks for its own grant (secret:NAME) beside host:fetch's.
         "permissions": derive_permissions(result["hostMembers"]) + secret_permissions(source),

@@ -7,7 +7,7 @@ from django.db.models import Max
 from plugins_app.models import AccountChange, Installation, Plugin, PluginVersion
 from plugins_app.services.audit import changes
 
-CODE_FIELDS = ("language", "source", "compiled_js", "code_hash", "hooks", "host_members", "permissions")
+CODE_FIELDS = ("language", "source", "compiled_js", "code_hash", "hooks", "matchers", "host_members", "permissions")
 MAX_NOTE_CHARS = 500
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plugins_app.runtime.tables.hooks import HookSpec
-from plugins_app.runtime.web.chain import ChainResult, HandlerTrace
+from plugins_app.runtime.web.chain import NOT_RUN, ChainResult, HandlerTrace
 
 KINDS = ("same", "different", "wouldCancel", "wouldNoLongerCancel", "failed")
 EXAMPLES_KEPT = 20   # the newest examples of each kind a report shows
@@ -54,7 +54,7 @@ def side_of(trace: HandlerTrace, before: Any, after: Any, cancel_reason: str | N
 
 def candidate_side(spec: HookSpec, before: Any, result: ChainResult) -> Side | None:
     """The Side of a run of the candidate alone (its chain is that one handler); None when it did not run."""
-    if not result.trace or result.trace[0].status == "quarantined":
+    if not result.trace or result.trace[0].status in NOT_RUN:   # quarantined, or its matcher left it out
         return None
     reason = result.cancellation.reason if result.cancellation else None
     return side_of(result.trace[0], before, result.value, reason)

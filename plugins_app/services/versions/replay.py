@@ -128,7 +128,8 @@ def as_dict(replay: Replay) -> dict:
             "cancellation": None if c is None else {"installationId": c.installation_id, "plugin": c.plugin,
                                                      "reason": c.reason},
             "trace": [{"installationId": t.installation_id, "plugin": t.plugin, "status": t.status,
-                       "changed": t.changed, "durationMs": t.duration_ms, "warning": t.warning, "at": t.at}
+                       "changed": t.changed, "durationMs": t.duration_ms, "warning": t.warning, "at": t.at,
+                       **({"reason": t.reason} if t.reason else {})}
                       for t in result.trace],
         },
         "sameOutcome": c is not None and c.plugin == entry.plugin_slug,

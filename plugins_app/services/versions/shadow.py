@@ -97,7 +97,7 @@ def _run_one(account, spec: HookSpec, handler: Handler, context: dict, place: tu
                         origin="shadow", hop=hop, turn_id=turn_id, handlers=[handler])
     assert invocation.result is not None
     candidate = compare.candidate_side(spec, given, invocation.result)
-    if candidate is None:   # quarantined: it did not run
+    if candidate is None:   # quarantined, or its matcher left it out: it did not run
         return False
     meter.add_runs(account.pk, spec.name, [(handler.plugin + SHADOW_SUFFIX, invocation.result.trace[0].duration_ms)])
     kind = compare.kind_of(live, candidate)

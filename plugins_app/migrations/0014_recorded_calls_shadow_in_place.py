@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0001_initial'),
-        ('plugins_app', '0012_secret_hosts_bind_scheme_and_port'),
+        ('plugins_app', '0013_matchers'),
     ]
 
     operations = [
