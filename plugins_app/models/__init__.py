@@ -3,7 +3,7 @@
 from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
 from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
 from .latency import LatencyHistogram
-from .plugins import ChainEntry, Installation, Plugin
+from .plugins import ChainEntry, Installation, Plugin, StrikeBook
 from .scheduling import CronJob, CronRun, Notification
 from .secrets import Secret
 from .shadow import ShadowSample, ShadowStat
@@ -12,5 +12,5 @@ from .versions import AccountChange, PluginVersion
 
 __all__ = ["AccountChange", "Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning",
            "ImmutableRecordError", "Installation", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin",
-           "PluginLog", "PluginVersion", "Secret", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "UsageDaily",
+           "PluginLog", "PluginVersion", "Secret", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "StrikeBook", "UsageDaily",
            "WorkspaceFile"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from accounts.services import lock_account
@@ -15,7 +16,7 @@ from plugins_app.runtime.tables.permissions import derive_permissions, secret_pe
 from plugins_app.services.audit import changes
 from plugins_app.services.engine.tier import drop_compartments, get_tier
 from plugins_app.services.ids import get_in_account
-from plugins_app.services.plugins import chains
+from plugins_app.services.plugins import chains, strike_book
 from plugins_app.services.plugins.version_records import record_installed
 
 MAX_SOURCE_CHARS = 2 * 1024 * 1024   # a bundled library fits (zod minified is 0.3-0.5 MiB)
@@ -112,6 +113,7 @@ def install_existing(account, plugin: Plugin, *, grant=None, settings=None) -> I
     chains.append_to_chains(installation, plugin.hooks)
     chains.mark_changed(account.pk)
     record_installed(installation)
+    strike_book.carry_over(installation, timezone.now())   # strikes follow the code across reinstalls
     changes.record(account.pk, AccountChange.Action.INSTALL, f"installed {plugin.slug}", installation=installation,
                    after={"version": installation.live_version, "hooks": plugin.hooks, "granted": granted})
     return installation
