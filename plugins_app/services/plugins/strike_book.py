@@ -68,7 +68,7 @@ def strike(installation: Installation, kind: str, now: datetime) -> tuple[int, b
     return len(book.strikes), account_laned
 
 
-def quarantined(installation: Installation, until: datetime, reason: str) -> None:
+def quarantined(installation: Installation, until: datetime | None, reason: str) -> None:
     """The code's book keeps the quarantine an installation of it earned."""
     StrikeBook.objects.filter(account_id=installation.account_id, code_hash=code_hash(installation)).update(
         quarantined_until=until, quarantine_reason=reason, strikes=[])
