@@ -96,6 +96,42 @@
     });
   }
 
+  // -- JSON.stringify -----------------------------------------------------------------------------
+  // Its output grows with every path through a value, not with the value's size: [o, o] nested 22
+  // deep is 44 objects and 4 Mi paths, and V8 writes them all in one native call. A JavaScript walk
+  // of the same paths (data properties only: no getter or toJSON runs twice) counts them first; it
+  // is interruptible, and past the bound the call is refused before the native work starts.
+  const JSON_PATHS_MAX = 1 << 18;   // a walk of this many costs ~100 ms; a plugin's values hold far fewer
+  const { ownKeys, getOwnPropertyDescriptor: describe } = Reflect;
+  const countPaths = (value) => {
+    const stack = [value];
+    let seen = 0;
+    while (stack.length > 0) {
+      const v = stack.pop();
+      if (v === null || typeof v !== "object") continue;
+      if (++seen > JSON_PATHS_MAX) return seen;
+      if (isArray(v) && getPrototypeOf(v) === Array.prototype) {   // a plain array: its elements, quickly
+        for (let i = 0; i < v.length; i++) {
+          const d = describe(v, i);
+          if (d !== undefined && "value" in d && d.value !== null && typeof d.value === "object") stack.push(d.value);
+        }
+        continue;
+      }
+      for (const key of ownKeys(v)) {
+        const d = describe(v, key);
+        if (d !== undefined && "value" in d && d.value !== null && typeof d.value === "object") stack.push(d.value);
+      }
+    }
+    return seen;
+  };
+  replaceMethod(JSON, "stringify", (original) => function (value, replacer, space) {
+    if (value !== null && typeof value === "object" && currentInvocation() !== null && countPaths(value) > JSON_PATHS_MAX) {
+      throw new RangeError(`JSON.stringify: the value has over ${JSON_PATHS_MAX} objects along its paths`
+        + " (shared parts count once per path); a plugin may write at most that many in one call");
+    }
+    return apply(original, this, [value, replacer, space]);
+  });
+
   // -- Intl ----------------------------------------------------------------------------------------
   // Each constructor is replaced by one that counts, with the same prototype (whose constructor now
   // points at it, so no plugin reaches the uncounted one through an instance).
@@ -131,6 +167,6 @@
       currentInvocation = current;
       delete globalThis.__nativeGuards;
     },
-    limits: { TYPED_SORT_NATIVE_MAX, ARRAY_SORT_NATIVE_MAX, STRING_SCAN_MAX, STRING_BUILD_MAX, INTL_OBJECTS_MAX },
+    limits: { JSON_PATHS_MAX, TYPED_SORT_NATIVE_MAX, ARRAY_SORT_NATIVE_MAX, STRING_SCAN_MAX, STRING_BUILD_MAX, INTL_OBJECTS_MAX },
   };
 })();

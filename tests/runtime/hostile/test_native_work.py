@@ -38,6 +38,10 @@ ATTACKS = {
                "error", "String.prototype.repeat: 268435456 characters is over the 16777216"),
     "padStart": ("""globalThis.middleware.systemPrompt = async (c) => ''.padStart(2 ** 28, 'xy');""",
                  "error", "String.prototype.padStart"),
+    # Issue 39 item 2's bomb: 44 objects, 4 Mi paths, written out in one native call.
+    "JSON bomb": ("""globalThis.middleware.systemPrompt = async (c) => {
+  let o = [c]; for (let i = 0; i < 22; i++) o = [o, o]; JSON.parse(JSON.stringify(o)); return c.systemPrompt; };""",
+                  "error", "JSON.stringify: the value has over 262144 objects"),
     "Intl objects": ("""globalThis.middleware.systemPrompt = async (c) => {
   for (;;) new Intl.NumberFormat('en', { style: 'currency', currency: 'EUR' }); };""",
                      "error", "over 1000 Intl objects in one invocation"),
