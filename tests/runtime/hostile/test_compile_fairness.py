@@ -37,8 +37,9 @@ def test_a_tenants_type_checks_never_hold_another_accounts_install(one_engine):
         thread.join()
     # The victim's install compiled (its turn came after at most the one check running).
     assert victim["errors"] == [] and victim["hooks"] == ["systemPrompt"]
-    # Every tenant check was either stopped at its bound or refused for its account's share.
-    stopped = [r for r in tenant if r.get("errors") and "type checking took over" in r["errors"][0]["message"]]
+    # Every tenant check was answered: refused as types (stopped at its bound, or TypeScript gave up on
+    # the types itself, depending on how busy the machine is) or refused for its account's share.
+    stopped = [r for r in tenant if r.get("errors") and r.get("stage") == "types"]
     refused = [r for r in tenant if r.get("busy") == "account"]
     assert compile_queue.MAX_WAITING_PER_ACCOUNT < TENANT_CALLS - 1   # so some must have been refused
     assert len(stopped) + len(refused) == TENANT_CALLS, tenant
