@@ -37,12 +37,13 @@ def test_a_tenants_type_checks_never_hold_another_accounts_install(one_engine):
         thread.join()
     # The victim's install compiled (its turn came after at most the one check running).
     assert victim["errors"] == [] and victim["hooks"] == ["systemPrompt"]
-    # Every tenant check was answered: refused as types (stopped at its bound, or TypeScript gave up on
-    # the types itself, depending on how busy the machine is) or refused for its account's share.
-    stopped = [r for r in tenant if r.get("errors") and r.get("stage") == "types"]
+    # Every tenant check was answered: compiled or refused as types (stopped at its bound; once the
+    # warm checker has cached the types, a later check may finish in time), or refused for its
+    # account's share, at once and with when to try again.
     refused = [r for r in tenant if r.get("busy") == "account"]
     assert compile_queue.MAX_WAITING_PER_ACCOUNT < TENANT_CALLS - 1   # so some must have been refused
-    assert len(stopped) + len(refused) == TENANT_CALLS, tenant
+    answered = [r for r in tenant if "errors" in r and (r["errors"] == [] or r.get("stage") == "types")]
+    assert len(answered) + len(refused) == TENANT_CALLS, [r for r in tenant if r not in answered + refused]
     assert refused and all(r["retryAfter"] > 0 for r in refused)
     # The compile engine lived through it, and still answers.
     assert tier.ping(compiler)["pid"] == pid
