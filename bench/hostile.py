@@ -7,7 +7,10 @@ charge), runs in the lane from its next call, as quarantine.mark_slow_lane / rec
 Three strikes quarantine it, as HUB_QUARANTINE_STRIKES does. No Django, no HTTP: bench/load.py measures
 the whole stack. Figures vary by machine; compare the ratios.
 
-    .venv/bin/python bench/hostile.py [--seconds 10] [--victims 4]
+    .venv/bin/python bench/hostile.py [--seconds 10] [--victims 4] [--only NAME ...]
+
+Issue 39's scenarios 2-5 are the JSON bomb, the native-work pair, the memory split and "compile" (an
+account's pathological type checks beside other accounts' installs, in ms per compile).
 """
 
 from __future__ import annotations
@@ -45,7 +48,29 @@ ATTACKERS = {
     "sleep 4.9 s, 2 accounts x 3": (
         "globalThis.middleware.systemPrompt = async (c) => { await new Promise((r) => setTimeout(r, 4900));"
         " return c.systemPrompt; };", 2, 3),
+    # Issue 39, items 2-4. The JSON bomb is the one that was reinstalled after every call: its strikes
+    # follow its code now (services/plugins/strike_book.py), which this bench's Tenant plays by keeping them.
+    "JSON bomb, reinstalled": ("globalThis.middleware.systemPrompt = async (c) => { let o = [c];"
+                               " for (let i = 0; i < 22; i++) o = [o, o]; JSON.parse(JSON.stringify(o));"
+                               " return c.systemPrompt; };", 1, 2),
+    "typed array sort 32 Mi": ("globalThis.middleware.systemPrompt = async (c) => {"
+                               " const a = new Uint32Array(32 * 1024 * 1024);"
+                               " for (let i = 0; i < a.length; i += 4099) a[i] = i * 7; a.sort(); return c.systemPrompt; };",
+                               1, 1),
+    "Intl objects loop": ("globalThis.middleware.systemPrompt = async (c) => {"
+                          " for (;;) new Intl.NumberFormat('en', { style: 'currency', currency: 'EUR' }); };", 1, 1),
+    "memory split, 16 installs x 14 MiB": ("const keep = []; globalThis.middleware.systemPrompt = async (c) => {"
+                                           " if (keep.length < 1) keep.push(new Array(1792 * 1024).fill(0.5));"
+                                           " return c.systemPrompt; };", 1, 1),
 }
+# Attackers that are many installations of one account (each a Tenant of that account).
+INSTALLATIONS = {"memory split, 16 installs x 14 MiB": 16}
+# Issue 39, item 5: an account's pathological type checks beside other accounts' trivial installs.
+PATHOLOGICAL_TYPES = ("type U = 'a'|'b'|'c'|'d'|'e'|'f'|'g'|'h'|'i'|'j';\ntype X = `${U}${U}${U}${U}`;\n"
+                      + "".join(f"type T{i}<N extends unknown[] = []> = N['length'] extends 45 ? N : T{i}<[...N, X]>;\n"
+                                f"const v{i}: T{i} = null as any as T{i};\n" for i in range(40))
+                      + "globalThis.middleware.systemPrompt = async (c: any) => c.systemPrompt;")
+TRIVIAL_TYPES = "const n: number = 1;\nglobalThis.middleware.systemPrompt = async (c: any) => `${c.systemPrompt} ${n}`;"
 STRIKES, QUARANTINE_SECONDS, LANE_SECONDS = 3, 600, 600
 
 
@@ -126,6 +151,52 @@ def phase(tier: Tier, victims: list[Tenant], attackers: list[Tenant], connection
     return [t for t, _ in flat], sum(1 for _, status in flat if status != "ran")
 
 
+def compile_phase(tier: Tier, victims: int, attackers: int, seconds: float) -> tuple[list[float], int]:
+    """Victim accounts' trivial type-checked compiles (seconds each) and how many did not compile,
+    while one account sends pathological checks from `attackers` connections."""
+    stop = threading.Event()
+    samples: list[list[tuple[float, bool]]] = [[] for _ in range(victims)]
+
+    def victim(n: int) -> None:
+        try:
+            while not stop.is_set():
+                started = time.perf_counter()
+                ok = not tier.compile(TRIVIAL_TYPES, "typescript", True, f"victim-{n}").get("errors", True)
+                samples[n].append((time.perf_counter() - started, ok))
+        finally:
+            tier.shutdown()
+
+    def attacker() -> None:
+        try:
+            while not stop.is_set():
+                tier.compile(PATHOLOGICAL_TYPES, "typescript", True, "attacker")
+        finally:
+            tier.shutdown()
+
+    threads = [threading.Thread(target=victim, args=(n,)) for n in range(victims)]
+    threads += [threading.Thread(target=attacker, daemon=True) for _ in range(attackers)]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+    flat = [s for per in samples for s in per]
+    return [t for t, _ in flat], sum(1 for _, ok in flat if not ok)
+
+
+def compile_figures(tier: Tier, seconds: float) -> None:
+    tier.compile(TRIVIAL_TYPES, "typescript", True, "warm-up")   # the library parsed once
+    quiet, _ = compile_phase(tier, 2, 0, seconds)
+    base = figures(quiet)
+    latencies, failed = compile_phase(tier, 2, 8, seconds)
+    p50, p99, worst = figures(latencies)
+    print(f"{'(compile quiet)':<30} {len(quiet):>7} {base[0]:>8.1f} {base[1]:>8.1f} {base[2]:>8.1f}")
+    print(f"{'type checks, 8 connections':<30} {len(latencies):>7} {p50:>8.1f} {p99:>8.1f} {worst:>8.1f}"
+          f" {p50 / base[0]:>6.2f} {p99 / base[1]:>6.2f} {failed:>8}  target: victims' installs <= 3 s:"
+          f" {'met' if worst <= 3000 else 'NOT met'}")
+
+
 def figures(latencies: list[float]) -> tuple[float, float, float]:
     ordered = sorted(latencies)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -138,7 +209,8 @@ def main() -> None:
     parser.add_argument("--victims", type=int, default=4, help="good accounts, one connection each")
     parser.add_argument("--engines", type=int, default=default_processes(),
                         help="shared engines (default: HUB_ENGINE_PROCESSES's, one per core and one more)")
-    parser.add_argument("--only", action="append", choices=sorted(ATTACKERS), help="run only these attackers")
+    parser.add_argument("--only", action="append", choices=sorted([*ATTACKERS, "compile"]),
+                        help="run only these attackers ('compile': item 5's type checks)")
     args = parser.parse_args()
     supervisor = local_supervisor(engines=args.engines, lane=1)
     tier = tier_for(supervisor.describe())
@@ -154,13 +226,16 @@ def main() -> None:
         for n, (name, (source, accounts, connections)) in enumerate(ATTACKERS.items()):
             if args.only and name not in args.only:
                 continue
-            attackers = [Tenant(f"attacker-{n}-{i}", compile_handler(tier, source, 200 + 10 * n + i))
-                         for i in range(accounts)]
+            installs = INSTALLATIONS.get(name, 1)
+            attackers = [Tenant(f"attacker-{n}-{i}", compile_handler(tier, source, 1000 * n + 100 * i + k))
+                         for i in range(accounts) for k in range(installs)]
             latencies, failed = phase(tier, victims, attackers, connections, args.seconds)
             p50, p99, worst = figures(latencies)
             verdict = "met" if p99 <= 3 * base[1] and worst <= 250 else "NOT met"
             print(f"{name:<30} {len(latencies):>7} {p50:>8.2f} {p99:>8.2f} {worst:>8.1f}"
                   f" {p50 / base[0]:>6.2f} {p99 / base[1]:>6.2f} {failed:>8}  {verdict}")
+        if not args.only or "compile" in args.only:
+            compile_figures(tier, args.seconds)
     finally:
         tier.shutdown()
         supervisor.stop()

@@ -3,7 +3,7 @@
 from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
 from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
 from .latency import LatencyHistogram
-from .plugins import ChainEntry, Installation, Plugin
+from .plugins import ChainEntry, Installation, Plugin, StrikeBook
 from .recorded import RecordedCall
 from .scheduling import CronJob, CronRun, Notification
 from .secrets import Secret
@@ -13,5 +13,6 @@ from .versions import AccountChange, PluginVersion
 
 __all__ = ["AccountChange", "Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning",
            "ImmutableRecordError", "Installation", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin",
-           "PluginLog", "PluginVersion", "RecordedCall", "Secret", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "UsageDaily",
+           "PluginLog", "PluginVersion", "RecordedCall", "Secret", "ShadowSample", "ShadowStat", "SshHost", "SshTurn",
+           "StrikeBook", "UsageDaily",
            "WorkspaceFile"]

@@ -87,6 +87,29 @@ class Installation(models.Model):
         return f"{self.plugin} in {self.account}"
 
 
+class StrikeBook(models.Model):
+    """Strikes and quarantine kept for an account's plugin code (its compiled code's hash) rather than
+    for one installation, so uninstalling and installing the same code again starts nowhere fresh
+    (services/plugins/strike_book.py). `code_hash` ACCOUNT_WIDE holds the account's own book: the
+    strikes that cost an engine (wedges, memory), whichever of its plugins earned them."""
+
+    ACCOUNT_WIDE = "*"
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="strike_books")
+    code_hash = models.CharField(max_length=64)
+    strikes = models.JSONField(default=list, blank=True, help_text="ISO timestamps of recent strikes.")
+    quarantined_until = models.DateTimeField(null=True, blank=True)
+    quarantine_reason = models.CharField(max_length=500, blank=True)
+    slow_lane_until = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["account", "code_hash"], name="one_strike_book_per_code")]
+
+    def __str__(self) -> str:
+        return f"strikes of {self.code_hash[:12]} in {self.account_id}"
+
+
 class ChainEntry(models.Model):
     """One installation's place in one hook's chain; (position, id) orders the chain totally."""
 

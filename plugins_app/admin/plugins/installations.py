@@ -214,7 +214,8 @@ class InstallationAdmin(AccountScopedAdmin):
                                               f"chain{'s' if len(installation.plugin.hooks) > 1 else ''}.")
                     return HttpResponseRedirect(reverse("admin:plugins_app_installation_change",
                                                         args=[installation.pk]))
-                compiled = plugins.compile_source(data["source"], data["language"], typecheck=data["typecheck"])
+                compiled = plugins.compile_source(data["source"], data["language"], typecheck=data["typecheck"],
+                                                 account=data["account"])
                 form.show_compiled(compiled)
                 if "_install" in request.POST:
                     messages.warning(request, "The source changed since it was checked: review the hooks and "

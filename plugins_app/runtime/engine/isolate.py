@@ -90,6 +90,9 @@ class Isolate:
         self.queue = EvalQueue(self.mr)
         await self.eval(jsassets.ses_source(), 30)
         await self.eval(jsassets.web_polyfills_bundle_source(), 10)
+        # Before lockdown() freezes the shared prototypes: sorts, scans and Intl objects a plugin's
+        # one call may ask of native code are bounded (guards.js says why and how much).
+        await self.eval(jsassets.guards_source(), 10)
         # localeTaming 'unsafe' keeps Date's and Number's toLocale* methods real: time-zone libraries
         # (dayjs's timezone plugin, luxon) read zones through them, and SES's 'safe' turns them into
         # plain toString (dayjs gave UTC for Berlin). What it costs: those methods show the engine's

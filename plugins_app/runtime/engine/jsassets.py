@@ -39,6 +39,12 @@ def harness_source() -> str:
 
 
 @cache
+def guards_source() -> str:
+    """Bounds on native work V8 cannot interrupt; evaluated before lockdown() in execution isolates only."""
+    return _read(JS_DIR / "guards.js")
+
+
+@cache
 def compiler_source() -> str:
     return _read(JS_DIR / "compiler.js")
 

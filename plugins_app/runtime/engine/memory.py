@@ -17,7 +17,12 @@ HEAP_SOFT_SHARE = 0.6
 # A compartment whose drop gave back at least this much was holding it: its installation is charged
 # (a memory strike, which also moves it to the lane). Less, and it was not the one: it only lost its state.
 CHARGE_BYTES = 16 * MIB
-MAX_DROPS = 3          # compartments dropped in one relief, at most
+MAX_DROPS = 3          # accounts whose compartments one relief drops, at most
+# An account is charged for what all its compartments keep (16 installations keeping 14 MiB each
+# hold as much as one keeping 224 MiB): a relief drops, together, the account's compartments that
+# each grew the process by at least this much (or its biggest one alone), at most MAX_ACCOUNT_DROPS.
+ACCOUNT_SHARE_BYTES = 1 * MIB
+MAX_ACCOUNT_DROPS = 64
 # After a relief, the process must grow this much more before the next (one that found nothing to drop
 # must not make every chain pay for another look).
 RELIEF_STEP = 32 * MIB
@@ -31,6 +36,8 @@ MAX_KEYS = 20_000      # installations kept in the books (the oldest go first)
 
 CHARGE = ("kept {mib} MiB in its module state while its engine neared its memory bound; its compartment "
           "was dropped (its state with it) and it counts a memory strike")
+ACCOUNT_CHARGE = ("its account's {n} compartments kept {mib} MiB in their module state while its engine neared its "
+                  "memory bound; they were dropped (their state with them) and each counts a memory strike")
 DROPPED = "its module state was dropped while its engine freed memory that another installation held"
 REPLACED = "its module state was lost: its engine's isolate was replaced ({why})"
 
@@ -40,8 +47,9 @@ class MemoryBooks:
     that chain's handlers (chains interleave, so the share also holds what others grew it by meanwhile:
     the ranking only orders the search), floored at zero; after a chain that grew it
     a lot, only what survives a full collection. What a handler keeps adds up, what it only uses
-    does not: the installation that holds the memory ranks first. The ranking only orders the
-    search; dropping a compartment and measuring what came back is what charges."""
+    does not: the account whose installations hold the memory ranks first (summed, so splitting it
+    over many installations hides nothing). The ranking only orders the search; dropping the
+    compartments and measuring what came back is what charges."""
 
     def __init__(self, process_bound_mb: int, heap_limit_mb: int):
         self.process_bound = process_bound_mb * MIB
@@ -117,17 +125,37 @@ class MemoryBooks:
         """Is the isolate's heap or the process past its soft share?"""
         return heap_used > self.heap_soft or self.rss() > self.process_soft
 
-    def biggest(self, loaded: dict[str, str]) -> str | None:
-        """The loaded installation the process grew the most by, if any grew it."""
-        candidates = [(grown, key) for key, grown in self.growth.items() if key in loaded and grown > 0]
-        return max(candidates)[1] if candidates else None
+    def biggest(self, loaded: dict[str, str]) -> list[str]:
+        """The loaded compartments of the account the process grew the most by (all its installations
+        summed), to be dropped together: those that each grew it by a share worth counting, biggest
+        first, or its biggest alone. Empty when no loaded installation grew it."""
+        totals: dict[str, float] = {}
+        for key, grown in self.growth.items():
+            if key in loaded and grown > 0:
+                account = key.split("/", 1)[0]
+                totals[account] = totals.get(account, 0.0) + grown
+        if not totals:
+            return []
+        account = max(totals, key=lambda name: totals[name])
+        own = sorted(((grown, key) for key, grown in self.growth.items()
+                      if key in loaded and grown > 0 and key.split("/", 1)[0] == account), reverse=True)
+        shares = [key for grown, key in own if grown >= ACCOUNT_SHARE_BYTES]
+        return (shares or [own[0][1]])[:MAX_ACCOUNT_DROPS]
 
-    def dropped(self, key: str, freed: int) -> bool:
-        """`key`'s compartment was dropped to relieve memory and gave back `freed` bytes; True if it is charged."""
-        self.growth.pop(key, None)
+    def dropped(self, keys: list[str], freed: int) -> bool:
+        """These compartments (one account's) were dropped together to relieve memory and gave back
+        `freed` bytes; True if they are charged (each then counts a memory strike)."""
         charged = freed >= CHARGE_BYTES
-        self._note(key, CHARGE.format(mib=freed // MIB) if charged else DROPPED, charged)
-        self.charged += charged
+        for key in keys:
+            self.growth.pop(key, None)
+            if not charged:
+                text = DROPPED
+            elif len(keys) == 1:
+                text = CHARGE.format(mib=freed // MIB)
+            else:
+                text = ACCOUNT_CHARGE.format(n=len(keys), mib=freed // MIB)
+            self._note(key, text, charged)
+            self.charged += charged
         return charged
 
     def lost(self, keys: list[str], why: str) -> None:

@@ -426,9 +426,10 @@ class Engine:
 
     async def relieve_memory(self) -> None:
         """Near the isolate's heap limit or the process's bound: collect, and if that is not enough,
-        drop the compartments the process grew the most by, one at a time, until the pressure is
-        gone. One that gives back a lot is charged; one that does not only loses its state. Either is
-        told on its next trace. Newcomers wait in the queue meanwhile."""
+        drop the compartments of the account the process grew the most by (all its installations
+        counted together), one account at a time, until the pressure is gone. Compartments that give
+        back a lot between them are charged; otherwise they only lose their state. Either is told on
+        their next trace. Newcomers wait in the queue meanwhile."""
         iso = self.isolate
         if iso is None:
             self.memory.recounted()
@@ -446,15 +447,15 @@ class Engine:
                 await iso.collect()
                 heap = await iso.heap_used()
             for _ in range(MAX_DROPS):
-                key = self.memory.biggest(self._droppable(iso)) if self.memory.pressed(heap) else None
-                if key is None:
+                keys = self.memory.biggest(self._droppable(iso)) if self.memory.pressed(heap) else []
+                if not keys:
                     break
                 rss_before, heap_before = self.memory.rss(), heap
-                account, inst_id = key.split("/", 1)
-                iso.forget(account, [inst_id])
+                account = keys[0].split("/", 1)[0]
+                iso.forget(account, [key.split("/", 1)[1] for key in keys])
                 await iso.collect()
                 heap = await iso.heap_used()
-                self.memory.dropped(key, max(rss_before - self.memory.rss(), heap_before - heap))
+                self.memory.dropped(keys, max(rss_before - self.memory.rss(), heap_before - heap))
             self.memory.settled(heap)
         finally:
             self.relieving = False

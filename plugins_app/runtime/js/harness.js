@@ -22,6 +22,9 @@
   let nextCall = 0;
   let nextTimer = 0;
   const outbox = [];           // what the running code asked of Python, taken by the next poll
+  // guards.js (evaluated before lockdown) bounds native work only while a plugin's invocation holds
+  // the thread; this tells it which one does.
+  globalThis.__nativeGuards.bind(() => current);
 
   // Progress, shared with Python without a call: [0] run seq and [1] handler index of the
   // invocation that entered the isolate last (the one holding its thread, while it is busy),

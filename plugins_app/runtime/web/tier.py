@@ -502,9 +502,11 @@ class Tier:
         engine.kill()
 
     # -- other requests ---------------------------------------------------------------------------
-    def compile(self, source: str, language: str, typecheck: bool = False) -> JsonObject:
-        """{errors} ("stage": "types" when the source transpiles but does not type-check) or the compiled plugin."""
-        request = {"op": Op.COMPILE.value, "source": source, "language": language, "typecheck": typecheck}
+    def compile(self, source: str, language: str, typecheck: bool = False, account: str = "") -> JsonObject:
+        """{errors} ("stage": "types" when the source transpiles but does not type-check), the compiled
+        plugin, or {busy} when the compile engine gave it no turn (`account` is whose turn it takes)."""
+        request = {"op": Op.COMPILE.value, "source": source, "language": language, "typecheck": typecheck,
+                   "account": account}
         for attempt in range(2):
             try:
                 return self._send(self.compilers[attempt % len(self.compilers)], request, None, None, 60)

@@ -12,7 +12,7 @@ from django.utils import timezone
 from plugins_app.models import HandlerWarning, Installation
 from plugins_app.services.audit import changes
 from plugins_app.services.execution.observers import ChainRun
-from plugins_app.services.plugins import chains
+from plugins_app.services.plugins import chains, strike_book
 from plugins_app.services.plugins import installations as plugins
 
 MISBEHAVIOUR_CRASHES = {"wedged", "memory"}   # crash kinds that count towards quarantine (with timeouts)
@@ -143,11 +143,20 @@ def record_misbehaviour(account_id, installation_id, kind: str, message: str, *,
             return False
         strikes = recent_strikes(installation.strikes, now) + [now.isoformat()]
         installation.strikes = strikes[-MAX_STRIKES_KEPT:]
-        quarantined = len(strikes) >= settings.HUB_QUARANTINE.strikes
+        # The code's book counts across reinstalls: a tenant reinstalling after each strike gains nothing.
+        followed, account_laned = strike_book.strike(installation, kind, now)
+        count = max(len(strikes), followed)
+        quarantined = count >= settings.HUB_QUARANTINE.strikes
         if quarantined:
-            _quarantine(installation, _quarantine_reason(len(strikes), kind, message), now)
+            _quarantine(installation, _quarantine_reason(count, kind, message), now)
+            strike_book.quarantined(installation, installation.quarantined_until, installation.quarantine_reason)
         newly_slow = _enter_slow_lane(installation, f"{MISBEHAVIOURS[kind]}: {message}", now)
         installation.save(update_fields=[*STATE_FIELDS, "updated_at"])
+        if account_laned and installation.slow_lane_until is not None:
+            window = duration_words(settings.HUB_QUARANTINE.window_seconds)
+            newly_slow |= strike_book.lane_account(
+                installation.account_id, installation.slow_lane_until,
+                f"the account's plugins cost an engine {settings.HUB_QUARANTINE.strikes} times within {window}") > 0
         if quarantined or newly_slow:
             chains.mark_changed(installation.account_id)
     return quarantined
@@ -219,6 +228,7 @@ def release(account, installation_id) -> Installation:
                        installation=installation, before=status(installation), after={"quarantined": False,
                                                                                       "slowLane": False})
     Installation.objects.filter(pk=installation.pk).update(**RELEASED, updated_at=timezone.now())
+    strike_book.forgive(installation)
     chains.mark_changed(installation.account_id)
     installation.refresh_from_db()
     return installation

@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from accounts.services import lock_account
-from plugins_app.errors import CompileFailed, Conflict, InvalidInput, TypeCheckFailed
+from plugins_app.errors import CompileFailed, Conflict, InvalidInput, TooManyRequests, TypeCheckFailed, Unavailable
 from plugins_app.models import AccountChange, Installation, Plugin, PluginVersion
 from plugins_app.runtime.matching.declare import MatcherError, declare
 from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
@@ -16,7 +17,7 @@ from plugins_app.runtime.tables.permissions import derive_permissions, secret_pe
 from plugins_app.services.audit import changes
 from plugins_app.services.engine.tier import drop_compartments, get_tier
 from plugins_app.services.ids import get_in_account
-from plugins_app.services.plugins import chains
+from plugins_app.services.plugins import chains, strike_book
 from plugins_app.services.plugins.version_records import record_installed
 
 MAX_SOURCE_CHARS = 2 * 1024 * 1024   # a bundled library fits (zod minified is 0.3-0.5 MiB)
@@ -26,9 +27,11 @@ MAX_INSTALL_BODY_BYTES = 3 * MAX_SOURCE_CHARS   # Django's DATA_UPLOAD_MAX_MEMOR
 LANGUAGES = ("typescript", "javascript")
 
 
-def compile_source(source: str, language: str, *, typecheck: bool = False) -> dict:
+def compile_source(source: str, language: str, *, typecheck: bool = False, account=None) -> dict:
     """Transpile and load the source once; return code, hooks, matchers, host members and permissions.
-    `typecheck` also checks a TypeScript source's types against the SDK (TypeCheckFailed)."""
+    `typecheck` also checks a TypeScript source's types against the SDK (TypeCheckFailed). The compile
+    engine takes accounts in turn: `account` (whose turn) with too many compiles waiting is
+    TooManyRequests, and a compile that found no turn in time is Unavailable."""
     if not isinstance(source, str) or not source.strip():
         raise InvalidInput("source", "the plugin's source is empty")
     if len(source) > MAX_SOURCE_CHARS:
@@ -37,7 +40,11 @@ def compile_source(source: str, language: str, *, typecheck: bool = False) -> di
         raise InvalidInput("language", "expected typescript or javascript")
     if not isinstance(typecheck, bool):
         raise InvalidInput("typecheck", "expected true or false")
-    result = get_tier().compile(source, language, typecheck)
+    result = get_tier().compile(source, language, typecheck, str(getattr(account, "pk", account) or ""))
+    if result.get("busy") == "account":
+        raise TooManyRequests(str(result.get("message")), retryAfter=result.get("retryAfter"))
+    if result.get("busy"):
+        raise Unavailable(str(result.get("message")), retry_after=int(result.get("retryAfter") or 5))
     if result.get("errors"):
         errors = [{k: e[k] for k in ("message", "line", "column") if k in e} for e in result["errors"]]
         raise TypeCheckFailed(errors) if result.get("stage") == "types" else CompileFailed(errors)
@@ -94,7 +101,7 @@ def install_plugin(account, *, name: str, source: str, language: str = "typescri
         raise InvalidInput("name", "the name needs at least one letter or digit")
     if Plugin.objects.filter(account=account, slug=slug).exists():
         raise Conflict(f"a plugin named {slug!r} is already installed in this account")
-    compiled = compile_source(source, language, typecheck=typecheck)   # outside the transaction: it can take a while
+    compiled = compile_source(source, language, typecheck=typecheck, account=account)   # outside the transaction: it can take a while
     try:
         with transaction.atomic():
             lock_account(account.pk)   # before any write: every writer of the account's chains queues here
@@ -118,6 +125,7 @@ def install_existing(account, plugin: Plugin, *, grant=None, settings=None) -> I
     chains.append_to_chains(installation, plugin.hooks)
     chains.mark_changed(account.pk)
     record_installed(installation)
+    strike_book.carry_over(installation, timezone.now())   # strikes follow the code across reinstalls
     changes.record(account.pk, AccountChange.Action.INSTALL, f"installed {plugin.slug}", installation=installation,
                    after={"version": installation.live_version, "hooks": plugin.hooks, "granted": granted})
     return installation

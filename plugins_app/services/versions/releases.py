@@ -49,7 +49,7 @@ def create_draft(account, installation_id, *, source, language=None, note="", ty
     language = language or installation.plugin.language
     if not isinstance(note, str):
         raise InvalidInput("note", "expected a string")
-    compiled = plugins.compile_source(source, language, typecheck=typecheck)   # outside the transaction: it can take a while
+    compiled = plugins.compile_source(source, language, typecheck=typecheck, account=account)   # outside the transaction: it can take a while
     code = {"language": language, "source": source, **compiled}
     for attempt in range(3):
         try:

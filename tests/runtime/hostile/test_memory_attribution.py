@@ -90,3 +90,30 @@ def test_a_wedge_is_stopped_alone_and_a_victim_keeps_its_state(engine):
     assert engine.ping(engine.engines[0])["replaced"] == replaced   # the isolate was kept
     # The victim's counter went on from where it was: its module state survived the wedge.
     assert int(run_chain(engine, "victim", HOOKS["userMessageInbound"], [b], INBOUND_CONTEXT).value.split()[1]) == 3
+
+
+# Issue 39, item 4: 16 installations of one account keeping ~14 MiB each stay under the 16 MiB an
+# installation alone is charged for; the account's sum (224 MiB) is what must be charged.
+SPLIT_SQUATTER = """const keep = [];
+globalThis.middleware.userMessageInbound = async (c) => {
+  if (keep.length < 1) keep.push(new Array(1792 * 1024).fill(0.5));
+  return c.text;
+};"""
+SPLIT = 16
+
+
+def test_memory_split_over_many_installations_is_charged_to_the_account(engine):
+    squatters = [handler(engine, SPLIT_SQUATTER, 100 + n) for n in range(SPLIT)]
+    b = handler(engine, VICTIM, 2)
+    squatter_trace, victim_trace = [], []
+    for _ in range(3):
+        for h in squatters:
+            squatter_trace.append(call(engine, "splitter", h))
+            victim_trace.append(call(engine, "victim", b))
+    assert [(t.status, t.warning, t.crash) for t in victim_trace] == [("ran", None, None)] * len(victim_trace)
+    charged = [t for t in squatter_trace if t.crash == "memory"]
+    # Several of the account's installations were charged together, for what they kept between them.
+    assert len(charged) >= 2, [t.warning for t in squatter_trace if t.warning]
+    assert all("account's" in t.warning and "compartments kept" in t.warning for t in charged)
+    assert not any(t.warning and "another installation held" in t.warning for t in squatter_trace)
+    assert engine.ping(engine.engines[0])["memoryCharged"] >= 2

@@ -1,0 +1,172 @@
+// Bounds on native work V8 cannot interrupt. TerminateExecution is only noticed at JavaScript
+// function entries and loop back-edges, so one builtin call that does all its work in C++ (a sort
+// without a comparator, a global replace, a split) keeps the isolate's thread however long it takes:
+// measured on this V8, a 32 Mi-element Uint32Array sort held it 10 s after termination, a 16 MiB
+// replaceAll 18 s, a 4 Mi-element Array sort 30 s. Evaluated before lockdown(), because the prototypes
+// are shared by every compartment and frozen by it; each guard only acts while the harness says a
+// plugin's invocation holds the thread (the harness's own work and the compile isolate are untouched).
+(() => {
+  "use strict";
+
+  // Past these sizes a sort gets a JavaScript comparator that orders exactly as the default one:
+  // slower, but each comparison is a function entry where a termination is noticed.
+  const TYPED_SORT_NATIVE_MAX = 1 << 20;   // elements (~50 ms native on this machine)
+  const ARRAY_SORT_NATIVE_MAX = 1 << 16;   // elements (the default compares as strings: ~100x slower)
+  // Strings a plugin may scan or build with one builtin call, in UTF-16 units.
+  const STRING_SCAN_MAX = 1 << 20;         // receivers of replace, replaceAll, split, match, matchAll
+  const STRING_BUILD_MAX = 1 << 24;        // results of repeat, padStart, padEnd
+  // Intl objects one invocation may construct: each holds ICU memory outside V8's heap.
+  const INTL_OBJECTS_MAX = 1000;
+
+  let currentInvocation = () => null;   // set once by the harness: the invocation holding the thread
+  const intlCounts = new WeakMap();     // invocation -> Intl objects it constructed
+  const { apply } = Reflect;
+  const { defineProperty, getOwnPropertyDescriptor, getPrototypeOf } = Object;
+  const isArray = Array.isArray;
+
+  const replaceMethod = (proto, name, make) => {
+    const original = proto[name];
+    if (typeof original !== "function") return;
+    const guarded = make(original);
+    defineProperty(guarded, "name", { value: name });
+    defineProperty(guarded, "length", { value: original.length });
+    defineProperty(proto, name, { ...getOwnPropertyDescriptor(proto, name), value: guarded });
+  };
+
+  // -- sorts ---------------------------------------------------------------------------------------
+  // %TypedArray%.prototype.sort's default order: numeric, -0 before +0, NaN last (BigInts compare as numbers).
+  const typedOrder = (a, b) => {
+    if (a < b) return -1;
+    if (a > b) return 1;
+    if (a !== a) return b !== b ? 0 : 1;   // NaN
+    if (b !== b) return -1;
+    if (a === 0 && b === 0) {
+      const negA = 1 / a < 0, negB = 1 / b < 0;
+      return negA === negB ? 0 : negA ? -1 : 1;
+    }
+    return 0;
+  };
+  // Array.prototype.sort's default order: by ToString (undefined and holes never reach the comparator).
+  const stringOrder = (a, b) => {
+    const x = `${a}`, y = `${b}`;
+    return x < y ? -1 : x > y ? 1 : 0;
+  };
+  const TypedArrayProto = getPrototypeOf(Uint8Array.prototype);
+  const typedLength = getOwnPropertyDescriptor(TypedArrayProto, "length").get;
+  for (const name of ["sort", "toSorted"]) {
+    replaceMethod(TypedArrayProto, name, (original) => function (comparefn) {
+      if (comparefn === undefined && currentInvocation() !== null && apply(typedLength, this, []) > TYPED_SORT_NATIVE_MAX) {
+        return apply(original, this, [typedOrder]);
+      }
+      return apply(original, this, [comparefn]);
+    });
+    replaceMethod(Array.prototype, name, (original) => function (comparefn) {
+      if (comparefn === undefined && currentInvocation() !== null && isArray(this) && this.length > ARRAY_SORT_NATIVE_MAX) {
+        return apply(original, this, [stringOrder]);
+      }
+      return apply(original, this, [comparefn]);
+    });
+  }
+
+  // -- strings -------------------------------------------------------------------------------------
+  const refuse = (what, size, max, why) => {
+    throw new RangeError(`${what}: ${size} characters is over the ${max} a plugin may ${why} in one call`);
+  };
+  for (const name of ["replace", "replaceAll", "split", "match", "matchAll"]) {
+    replaceMethod(String.prototype, name, (original) => function (...args) {
+      if (typeof this === "string" && this.length > STRING_SCAN_MAX && currentInvocation() !== null) {
+        refuse(`String.prototype.${name}`, this.length, STRING_SCAN_MAX, "scan");
+      }
+      return apply(original, this, args);
+    });
+  }
+  replaceMethod(String.prototype, "repeat", (original) => function (count) {
+    if (typeof this === "string" && currentInvocation() !== null) {
+      const n = Number(count);
+      if (this.length * n > STRING_BUILD_MAX) refuse("String.prototype.repeat", this.length * n, STRING_BUILD_MAX, "build");
+    }
+    return apply(original, this, [count]);
+  });
+  for (const name of ["padStart", "padEnd"]) {
+    replaceMethod(String.prototype, name, (original) => function (maxLength, fillString) {
+      if (currentInvocation() !== null && Number(maxLength) > STRING_BUILD_MAX) {
+        refuse(`String.prototype.${name}`, Number(maxLength), STRING_BUILD_MAX, "build");
+      }
+      return apply(original, this, [maxLength, fillString]);
+    });
+  }
+
+  // -- JSON.stringify -----------------------------------------------------------------------------
+  // Its output grows with every path through a value, not with the value's size: [o, o] nested 22
+  // deep is 44 objects and 4 Mi paths, and V8 writes them all in one native call. A JavaScript walk
+  // of the same paths (data properties only: no getter or toJSON runs twice) counts them first; it
+  // is interruptible, and past the bound the call is refused before the native work starts.
+  const JSON_PATHS_MAX = 1 << 18;   // a walk of this many costs ~100 ms; a plugin's values hold far fewer
+  const { ownKeys, getOwnPropertyDescriptor: describe } = Reflect;
+  const countPaths = (value) => {
+    const stack = [value];
+    let seen = 0;
+    while (stack.length > 0) {
+      const v = stack.pop();
+      if (v === null || typeof v !== "object") continue;
+      if (++seen > JSON_PATHS_MAX) return seen;
+      if (isArray(v) && getPrototypeOf(v) === Array.prototype) {   // a plain array: its elements, quickly
+        for (let i = 0; i < v.length; i++) {
+          const d = describe(v, i);
+          if (d !== undefined && "value" in d && d.value !== null && typeof d.value === "object") stack.push(d.value);
+        }
+        continue;
+      }
+      for (const key of ownKeys(v)) {
+        const d = describe(v, key);
+        if (d !== undefined && "value" in d && d.value !== null && typeof d.value === "object") stack.push(d.value);
+      }
+    }
+    return seen;
+  };
+  replaceMethod(JSON, "stringify", (original) => function (value, replacer, space) {
+    if (value !== null && typeof value === "object" && currentInvocation() !== null && countPaths(value) > JSON_PATHS_MAX) {
+      throw new RangeError(`JSON.stringify: the value has over ${JSON_PATHS_MAX} objects along its paths`
+        + " (shared parts count once per path); a plugin may write at most that many in one call");
+    }
+    return apply(original, this, [value, replacer, space]);
+  });
+
+  // -- Intl ----------------------------------------------------------------------------------------
+  // Each constructor is replaced by one that counts, with the same prototype (whose constructor now
+  // points at it, so no plugin reaches the uncounted one through an instance).
+  for (const name of Object.getOwnPropertyNames(Intl)) {
+    const Original = Intl[name];
+    if (typeof Original !== "function" || Original.prototype === undefined) continue;
+    const Counted = function (...args) {
+      const inv = currentInvocation();
+      if (inv !== null) {
+        const made = (intlCounts.get(inv) ?? 0) + 1;
+        if (made > INTL_OBJECTS_MAX) {
+          throw new RangeError(`Intl.${name}: over ${INTL_OBJECTS_MAX} Intl objects in one invocation; reuse one`);
+        }
+        intlCounts.set(inv, made);
+      }
+      return new.target === undefined ? apply(Original, undefined, args) : Reflect.construct(Original, args, new.target === Counted ? Original : new.target);
+    };
+    for (const key of Reflect.ownKeys(Original)) {
+      if (key === "length" || key === "name" || key === "prototype") {
+        if (key !== "prototype") defineProperty(Counted, key, getOwnPropertyDescriptor(Original, key));
+        continue;
+      }
+      defineProperty(Counted, key, getOwnPropertyDescriptor(Original, key));
+    }
+    defineProperty(Counted, "prototype", { value: Original.prototype, writable: false, enumerable: false, configurable: false });
+    defineProperty(Original.prototype, "constructor", { value: Counted, writable: true, enumerable: false, configurable: true });
+    defineProperty(Intl, name, { ...getOwnPropertyDescriptor(Intl, name), value: Counted });
+  }
+
+  // The harness takes this once (and removes it from the start compartment's global).
+  globalThis.__nativeGuards = {
+    bind(current) {
+      currentInvocation = current;
+      delete globalThis.__nativeGuards;
+    },
+    limits: { JSON_PATHS_MAX, TYPED_SORT_NATIVE_MAX, ARRAY_SORT_NATIVE_MAX, STRING_SCAN_MAX, STRING_BUILD_MAX, INTL_OBJECTS_MAX },
+  };
+})();

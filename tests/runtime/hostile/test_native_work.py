@@ -1,0 +1,131 @@
+"""Native work V8 cannot interrupt is bounded per call (issue 39, item 3): a sort too large to run
+natively gets a comparator (each comparison a point where the CPU budget stops it), a string scan or
+build too large is refused, and Intl objects are counted per invocation. The handler is stopped or
+refused within its budget, the engine's isolate lives on, and an account calling beside it is served."""
+
+import threading
+
+import pytest
+
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import Handler, run_chain
+
+from ..conftest import PROMPT_CONTEXT
+
+WALL_MS = 30_000   # never reached: the CPU budget or a guard must end every attack first
+CPU_MS = 400
+ATTACKS = {
+    # The issue's attack: 64 Mi elements sorted natively held V8 for 8.5 s after termination.
+    "typed array sort": ("""globalThis.middleware.systemPrompt = async (c) => {
+  const a = new Uint32Array(32 * 1024 * 1024);
+  for (let i = 0; i < a.length; i += 4099) a[i] = (i * 2654435761) >>> 0;
+  a.sort(); return c.systemPrompt + ' sorted'; };""", "timeout", "ms of CPU"),
+    "typed array toSorted": ("""globalThis.middleware.systemPrompt = async (c) => {
+  const a = new Int32Array(32 * 1024 * 1024);
+  for (let i = 0; i < a.length; i += 4099) a[i] = -i;
+  a.toSorted(); return c.systemPrompt + ' sorted'; };""", "timeout", "ms of CPU"),
+    # The default Array order compares as strings: 4 Mi numbers held V8 for 30 s natively.
+    "array sort": ("""globalThis.middleware.systemPrompt = async (c) => {
+  const a = Array.from({ length: 2 * 1024 * 1024 }, (_, i) => (i * 2654435761) % 1000003);
+  a.sort(); return c.systemPrompt + ' sorted'; };""", "timeout", "ms of CPU"),
+    "replaceAll": ("""globalThis.middleware.systemPrompt = async (c) => {
+  const s = 'a'.repeat(16 * 1024 * 1024); s.replaceAll('a', 'bb'); return c.systemPrompt; };""",
+                   "error", "String.prototype.replaceAll: 16777216 characters is over the 1048576"),
+    "split": ("""globalThis.middleware.systemPrompt = async (c) => {
+  let s = 'ab'; for (let i = 0; i < 22; i++) s = s + s; s.split(''); return c.systemPrompt; };""",
+              "error", "String.prototype.split: 8388608 characters"),
+    "repeat": ("""globalThis.middleware.systemPrompt = async (c) => 'x'.repeat(2 ** 28);""",
+               "error", "String.prototype.repeat: 268435456 characters is over the 16777216"),
+    "padStart": ("""globalThis.middleware.systemPrompt = async (c) => ''.padStart(2 ** 28, 'xy');""",
+                 "error", "String.prototype.padStart"),
+    # Issue 39 item 2's bomb: 44 objects, 4 Mi paths, written out in one native call.
+    "JSON bomb": ("""globalThis.middleware.systemPrompt = async (c) => {
+  let o = [c]; for (let i = 0; i < 22; i++) o = [o, o]; JSON.parse(JSON.stringify(o)); return c.systemPrompt; };""",
+                  "error", "JSON.stringify: the value has over 262144 objects"),
+    "Intl objects": ("""globalThis.middleware.systemPrompt = async (c) => {
+  for (;;) new Intl.NumberFormat('en', { style: 'currency', currency: 'EUR' }); };""",
+                     "error", "over 1000 Intl objects in one invocation"),
+    "Intl through an instance's constructor": ("""globalThis.middleware.systemPrompt = async (c) => {
+  const F = Object.getPrototypeOf(new Intl.DateTimeFormat()).constructor;
+  for (;;) new F('en'); };""", "error", "Intl.DateTimeFormat: over 1000"),
+}
+VICTIM = """let calls = 0;
+globalThis.middleware.systemPrompt = async (c) => `${c.systemPrompt} victim ${++calls}`;"""
+
+
+def handler(tier, source, n):
+    compiled = tier.compile(source, "javascript")
+    assert not compiled["errors"], compiled["errors"]
+    return Handler(str(n), f"plugin-{n}", f"hash-{n}", compiled["code"], {})
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_native_work_is_bounded_and_the_engine_lives(one_engine, attack):
+    _supervisor, tier = one_engine
+    source, status, words = ATTACKS[attack]
+    spec = HOOKS["systemPrompt"]
+    bad, victim = handler(tier, source, 1), handler(tier, VICTIM, 2)
+    good = handler(tier, "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + ' +good';", 3)
+    assert run_chain(tier, "victim", spec, [victim], PROMPT_CONTEXT).value == "base victim 1"
+    replaced = tier.ping(tier.engines[0])["replaced"]
+    victims: list = []
+    stop = threading.Event()
+
+    def call_victim():
+        while not stop.is_set():
+            victims.append(run_chain(tier, "victim", spec, [victim], PROMPT_CONTEXT))
+        tier.shutdown()   # this thread's links
+
+    caller = threading.Thread(target=call_victim)
+    caller.start()
+    try:
+        result = run_chain(tier, "tenant", spec, [bad, good], PROMPT_CONTEXT, budget_ms=WALL_MS, cpu_ms=CPU_MS)
+    finally:
+        stop.set()
+        caller.join()
+    attacked, after = result.trace
+    assert attacked.status == status, attacked.warning
+    assert words in (attacked.warning or ""), attacked.warning
+    # Code that never yields is stopped in its turn ("wedged", a strike), never by losing the isolate.
+    assert attacked.crash in (None, "wedged"), attacked.warning
+    assert (after.status, result.value) == ("ran", "base +good")  # fail-open: the chain went on
+    # The isolate was never replaced: the victim's module state went on counting, every call ran.
+    assert tier.ping(tier.engines[0])["replaced"] == replaced
+    assert victims and all(v.trace[0].status == "ran" and v.trace[0].state_reset is None for v in victims)
+    last = run_chain(tier, "victim", spec, [victim], PROMPT_CONTEXT).value
+    assert last == f"base victim {len(victims) + 2}"
+
+
+def test_ordinary_sorts_strings_and_intl_behave_as_before(make_handler, chain):
+    code = """globalThis.middleware.systemPrompt = async (c) => JSON.stringify([
+  [10, 9, 1, undefined, 2].sort(),
+  Array.from(new Int32Array([3, 0, -7, 1]).sort()),
+  Array.from(new Int8Array([3, -2, 1]).toSorted()),
+  [3, 1, 2].toSorted((a, b) => b - a),
+  'ab'.repeat(3), '7'.padStart(3, '0'), 'a-b-c'.replaceAll('-', '+'), 'a,b'.split(','),
+  new Intl.NumberFormat('en-US', { style: 'currency', currency: 'EUR' }).format(1.5),
+  Intl.NumberFormat('en-US').format(1234),
+  new Intl.NumberFormat('en') instanceof Intl.NumberFormat,
+  Object.getPrototypeOf(new Intl.Collator()).constructor === Intl.Collator,
+  Intl.DateTimeFormat.supportedLocalesOf(['en']).length,
+  Array.prototype.sort.name, String.prototype.replace.length,
+]);"""
+    result = chain("systemPrompt", [make_handler(code)], PROMPT_CONTEXT)
+    assert result.trace[0].status == "ran", result.trace[0].warning
+    assert result.value == ('[[1,10,2,9,null],[-7,0,1,3],[-2,1,3],[3,2,1],"ababab","007","a+b+c",'
+                            '["a","b"],"€1.50","1,234",true,true,1,"sort",2]')
+
+
+def test_a_large_sort_past_the_native_bound_still_orders_as_the_default(make_handler, chain):
+    # Past the native bound the comparator path runs: it must give the default orders exactly.
+    code = """globalThis.middleware.systemPrompt = async (c) => {
+  const n = (1 << 16) + 3;
+  const a = Array.from({ length: n }, (_, i) => (i * 7919) % 1000);
+  a[5] = undefined;
+  const sorted = a.sort();
+  const strings = sorted.slice(0, -1).map(String);
+  const ok = strings.every((s, i) => i === 0 || strings[i - 1] <= s) && sorted[n - 1] === undefined;
+  return `${c.systemPrompt} ${ok} ${sorted.length}`;
+};"""
+    result = chain("systemPrompt", [make_handler(code)], PROMPT_CONTEXT, cpu_ms=10_000, budget_ms=30_000)
+    assert (result.trace[0].status, result.value) == ("ran", f"base true {(1 << 16) + 3}")
