@@ -2,6 +2,7 @@
 
 from .audit import CancelLog, HandlerWarning, ImmutableRecordError, UsageDaily
 from .host import Agent, PlatformConfig, PluginLog, WorkspaceFile
+from .kv import KvEntry
 from .latency import LatencyHistogram
 from .plugins import ChainEntry, Installation, Plugin
 from .scheduling import CronJob, CronRun, Notification
@@ -11,6 +12,6 @@ from .ssh import SshHost, SshTurn
 from .versions import AccountChange, PluginVersion
 
 __all__ = ["AccountChange", "Agent", "CancelLog", "ChainEntry", "CronJob", "CronRun", "HandlerWarning",
-           "ImmutableRecordError", "Installation", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin",
+           "ImmutableRecordError", "Installation", "KvEntry", "LatencyHistogram", "Notification", "PlatformConfig", "Plugin",
            "PluginLog", "PluginVersion", "Secret", "ShadowSample", "ShadowStat", "SshHost", "SshTurn", "UsageDaily",
            "WorkspaceFile"]

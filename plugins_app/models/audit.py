@@ -85,6 +85,8 @@ class UsageDaily(models.Model):
     day = models.DateField(db_index=True)
     runs = models.PositiveBigIntegerField(default=0)
     total_ms = models.FloatField(default=0)
+    kv_reads = models.PositiveBigIntegerField(default=0, help_text="host.kv get and list calls.")
+    kv_writes = models.PositiveBigIntegerField(default=0, help_text="host.kv put, delete and incr calls.")
 
     class Meta:
         ordering = ["-day", "plugin_slug", "hook"]

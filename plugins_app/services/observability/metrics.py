@@ -41,6 +41,9 @@ HANDLER_SECONDS = Histogram("hub_handler_duration_seconds", "Handler run time by
 HANDLER_RUNS = Counter("hub_handler_runs", "Handlers by plugin and status (quarantined: skipped)",
                        ["plugin", "status"])
 ENGINE_RESTARTS = Counter("hub_engine_restarts", "Isolates or engines lost to a handler, by crash kind", ["kind"])
+KV_CALLS = Counter("hub_kv_calls", "host.kv calls by member (get, put, delete, list, incr) and outcome: ok; "
+                   "refused (incr at its max); rejected (bad input, quota); dry (a try, replay or shadow run's, "
+                   "answered without writing)", ["member", "outcome"])
 QUARANTINES = Counter("hub_quarantines", "Installations put in quarantine")
 CELERY_TASKS = Counter("hub_celery_tasks", "Celery tasks by name and outcome", ["task", "outcome"])
 TASKS_QUEUED = Counter("hub_tasks_queued", "Tasks handed to the broker, by name and outcome: sent; spooled "
