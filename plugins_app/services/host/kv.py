@@ -79,7 +79,8 @@ def put(call: HostCall, args: list) -> None:
 @member("kv.delete")
 def delete(call: HostCall, args: list) -> dict:
     key = _checked("delete", lambda: (checks.key(_arg(args, 0)),))
-    return {"deleted": _run(call, "delete", args, store.delete, Overlay.delete, *key)}
+    return _run(call, "delete", args, lambda ns, k: {"deleted": store.delete(ns, k)},
+                lambda overlay, ns, k: {"deleted": overlay.delete(ns, k)}, *key)
 
 
 @member("kv.list")
