@@ -1,5 +1,7 @@
 """An installation's host.kv store: its keys, paginated (GET), and deleting one key or all (DELETE)."""
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics
 from rest_framework import serializers as drf_serializers
@@ -7,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from plugins_app.api.base import AccountView, Pagination
+from plugins_app.models import KvEntry
 from plugins_app.services.kv import browse
 
 
@@ -18,13 +21,19 @@ class KvEntrySerializer(drf_serializers.Serializer):
     updatedAt = drf_serializers.DateTimeField()
 
 
-class PluginKvView(AccountView, generics.GenericAPIView):
+class PluginKvView(AccountView, generics.ListAPIView):
+    # A list view, so the schema documents GET as a page of KvEntry; `list` reads through the service.
     pagination_class = Pagination
     serializer_class = KvEntrySerializer
+    queryset = KvEntry.objects.none()
 
     @extend_schema(parameters=[OpenApiParameter("prefix", str, description="only keys starting with this")],
                    summary="An installation's kv keys (not expired), in key order")
-    def get(self, request: Request, installation_id: str) -> Response:
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self.list(request, *args, **kwargs)
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        installation_id = kwargs["installation_id"]
         installation, rows = browse.entries_of(self.account, installation_id, request.query_params.get("prefix", ""))
         page = self.paginate_queryset(rows)
         redactor = browse.account_redactor(installation.account_id)
