@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from plugins_app.models import KvEntry, UsageDaily
-from plugins_app.services.kv import store
+from plugins_app.services.kv import checks, store
 
 from ..conftest import PROMPT
 from ..host.stubs import execute, reporter
@@ -145,3 +145,19 @@ def test_usage_counts_reads_and_writes(api_client, install):
     run(api_client, install, "host.kv.put('a', 1).then(() => host.kv.get('a')).then(() => host.kv.incr('a'))")
     row = UsageDaily.objects.get(hook="systemPrompt")
     assert (row.runs, row.kv_reads, row.kv_writes) == (1, 1, 2)
+
+
+def test_beat_sweeps_expired_keys(install):
+    from middleware_hub.celery import app
+    from plugins_app import tasks
+    from plugins_app.services.scheduling.task_queue import ROUTES, SWEEP_KV
+
+    assert [e["task"] for e in app.conf.beat_schedule.values()].count(SWEEP_KV) == 1
+    assert SWEEP_KV in app.tasks and ROUTES[SWEEP_KV] == "timers"
+    installation = install(reporter("systemPrompt", "1"))
+    ns = store.Namespace(installation.account_id, installation.pk)
+    store.put(ns, "gone", checks.value(1), 60)
+    store.put(ns, "kept", checks.value(1), 60)
+    KvEntry.objects.filter(key="gone").update(expires_at=timezone.now())
+    assert tasks.sweep_kv() == 1
+    assert list(KvEntry.objects.values_list("key", flat=True)) == ["kept"]
