@@ -12,6 +12,7 @@ from typing import Any
 
 from hub_cli import lines
 from hub_cli.files import EXTENSIONS
+from hub_cli.local_kv import LocalKv
 from hub_cli.standins import StandIns
 from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_CPU_MS
 from plugins_app.runtime.engine.supervisor import Supervisor, local_supervisor
@@ -101,7 +102,7 @@ class Runner:
                         source, matchers)
 
     def run(self, compiled: Compiled, hook: str, context: Any, *, settings: dict | None = None,
-            allow_fetch: bool = False, say=lambda line: None) -> Outcome:
+            allow_fetch: bool = False, say=lambda line: None, kv: LocalKv | None = None) -> Outcome:
         if hook not in HOOKS:
             raise DevError(f"unknown hook {hook!r}; the hooks are: {', '.join(HOOK_NAMES)}")
         if hook not in compiled.hooks:
@@ -122,7 +123,7 @@ class Runner:
                 {"plugin": handler.plugin, "status": "skipped", "reason": "match", "changed": False, "durationMs": 0.0,
                  "warning": None, "logs": [], "matcher": words.hooks({hook: compiled.matchers[hook]})[hook],
                  "failed": verdict.failed}])
-        host = StandIns(allow_fetch=allow_fetch, say=say)
+        host = StandIns(allow_fetch=allow_fetch, say=say, kv=kv)
         started = time.perf_counter()
         result = run_chain(self.tier, ACCOUNT_KEY, spec, [handler], clean, host=host, trace_values=True,
                            budget_ms=DEFAULT_BUDGET_MS, cpu_ms=DEFAULT_CPU_MS)

@@ -272,26 +272,36 @@ def _dev_jobs(ctx: Context, compiled, hook: str | None, context_file: Path | Non
 @click.option("--settings", "settings_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="A JSON file of settings (host.config).")
 @click.option("--allow-fetch", is_flag=True, help="Let host.fetch reach loopback addresses (nothing else).")
+@click.option("--kv", "kv_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="A JSON object of key -> value: host.kv starts from it, and each run's writes are saved to it.")
 @click.option("--watch", is_flag=True, help="Run again each time the file (or the context) is saved.")
 @json_option
 @click.pass_context
 def dev_command(click_ctx: click.Context, file: Path, hook: str | None, context_file: Path | None, samples: bool,
-                replay: str | None, settings_file: Path | None, allow_fetch: bool, watch: bool,
-                as_json: bool) -> None:
+                replay: str | None, settings_file: Path | None, allow_fetch: bool, kv_file: Path | None,
+                watch: bool, as_json: bool) -> None:
     """Run FILE locally on the hub's own runtime (no server, no database) and print its trace."""
     from hub_cli import dev
 
     ctx = _ctx(click_ctx, as_json)
     settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file else None
     say = (lambda line: None) if as_json else (lambda line: click.echo(f"  -> {line}", err=True))
+    from hub_cli.local_kv import LocalKv
+    from plugins_app.services.kv.checks import KvError
+
+    try:
+        kv = LocalKv(kv_file)   # one store for the session: --watch reruns see the earlier runs' writes
+    except (ValueError, KvError) as exc:
+        raise click.UsageError(f"--kv: {exc}") from None
     runner = dev.Runner()
 
     def once() -> bool:
         try:
             compiled = runner.compile(file)
             jobs, recorded = _dev_jobs(ctx, compiled, hook, context_file, samples, replay)
-            results = [runner.run(compiled, h, c, settings=settings, allow_fetch=allow_fetch, say=say)
+            results = [runner.run(compiled, h, c, settings=settings, allow_fetch=allow_fetch, say=say, kv=kv)
                        for h, c in jobs]
+            kv.save()
         except dev.DevError as exc:
             ctx.out({"error": {"message": str(exc)}}, f"hub: {exc}")
             return False

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from hub_cli.local_kv import LocalKv
 from plugins_app.runtime.web.chain import Handler, HostError
 from plugins_app.services.host.outbound import Rules, request_parts, send
 from plugins_app.services.host.ssrf import IPAddress, Refused, resolve
@@ -35,8 +36,10 @@ REFUSED = {
 class StandIns:
     """The host function run_chain calls; `calls` keeps what the plugin asked for, in order."""
 
-    def __init__(self, allow_fetch: bool = False, say: Callable[[str], None] = lambda line: None):
+    def __init__(self, allow_fetch: bool = False, say: Callable[[str], None] = lambda line: None,
+                 kv: LocalKv | None = None):
         self.allow_fetch, self.say = allow_fetch, say
+        self.kv = kv if kv is not None else LocalKv()
         self.calls: list[dict] = []
 
     def __call__(self, handler: Handler, name: str, args: list) -> Any:
@@ -44,6 +47,8 @@ class StandIns:
         self.say(f"host.{name}({', '.join(repr(a) for a in args)[:200]})")
         if name == "fetch":
             return self._fetch(args)
+        if name.startswith("kv."):
+            return self.kv.answer(name.removeprefix("kv."), args)
         if name in EMPTY_ANSWERS:
             return EMPTY_ANSWERS[name](args)
         raise HostError(f"host.{name} (local stand-in): {REFUSED.get(name, 'not available locally')}")

@@ -12,7 +12,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
 from django.conf import settings  # read once DJANGO_SETTINGS_MODULE is set (above)
 
 from plugins_app.services.scheduling import task_queue
-from plugins_app.services.scheduling.task_queue import DELIVER_DUE_NOTIFICATIONS
+from plugins_app.services.scheduling.task_queue import DELIVER_DUE_NOTIFICATIONS, SWEEP_KV
 
 app = Celery("middleware_hub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -32,6 +32,8 @@ app.conf.beat_schedule = {
         # A sweep that waited longer than a few periods is superseded by the next one.
         "options": {"expires": max(settings.HUB_SCHEDULING.notify_sweep_seconds * 5, 10)},
     },
+    "sweep-expired-kv": {"task": SWEEP_KV, "schedule": settings.HUB_KV.sweep_seconds,
+                         "options": {"expires": settings.HUB_KV.sweep_seconds}},
 }
 
 

@@ -10,6 +10,7 @@ from plugins_app.runtime.environment import Env
 from plugins_app.services.engine.config import AdmissionConfig
 from plugins_app.services.execution.config import QuarantineConfig
 from plugins_app.services.host.config import HostConfig
+from plugins_app.services.kv.config import KvConfig
 from plugins_app.services.observability.config import MetricsConfig, TailConfig
 from plugins_app.services.scheduling.config import SchedulingConfig
 from plugins_app.services.secrets.config import SecretsConfig
@@ -212,6 +213,7 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
 HUB_HOST = HostConfig.from_env(os.environ, debug=DEBUG)    # host.fetch, the platform bridge, host.llm, logs
 HUB_SSH = SshConfig.from_env(os.environ)
 HUB_SECRETS = SecretsConfig.from_env(os.environ)   # account secrets' encryption keys
+HUB_KV = KvConfig.from_env(os.environ)   # host.kv's per-account quotas and its expiry sweep
 HUB_QUARANTINE = QuarantineConfig.from_env(os.environ)
 HUB_RECORDING = RecordingConfig.from_env(os.environ)     # recorded execute calls (checks run on them)
 HUB_ADMISSION = AdmissionConfig.from_env(os.environ)      # fair admission of execute calls

@@ -4,6 +4,7 @@ from celery import shared_task
 from django.conf import settings
 
 from plugins_app.errors import PlatformError
+from plugins_app.services.kv import store as kv_store
 from plugins_app.services.scheduling import cron, notifications
 from plugins_app.services.versions import shadow
 
@@ -65,3 +66,9 @@ def deliver_notification(self, notification_id: int):
 def run_shadow(account_id: int, hook: str, context: dict, hop: int = 0, turn_id: str = "", steps: list | None = None):
     """Shadow handlers of one execute call, after its answer went out (services/versions/shadow.py)."""
     shadow.run(account_id, hook, context, hop, turn_id, steps)
+
+
+@shared_task(ignore_result=True)
+def sweep_kv() -> int:
+    """Beat's sweep of expired host.kv keys (reads skip them already; this gives their room back)."""
+    return kv_store.sweep()

@@ -3,7 +3,7 @@
 from django.contrib import admin
 
 # Django's autodiscovery imports this package; importing each page module registers its admins.
-from plugins_app.admin import accounts, home, host, scheduling  # noqa: F401
+from plugins_app.admin import accounts, home, host, kv, scheduling  # noqa: F401
 from plugins_app.admin.audit import changes, latency, logs  # noqa: F401
 from plugins_app.admin.plugins import chains, installations  # noqa: F401
 from plugins_app.admin.secrets import pages as secret_pages  # noqa: F401

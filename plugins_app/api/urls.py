@@ -7,7 +7,7 @@ from plugins_app.api.audit import views as audit_views
 from plugins_app.api.execution import views as execution_views
 from plugins_app.api.execution.async_views import AsyncHookExecuteView
 from plugins_app.api.host import views as host_views
-from plugins_app.api.plugins import catalog_views, sdk_views, views
+from plugins_app.api.plugins import catalog_views, kv_views, sdk_views, views
 from plugins_app.api.scheduling import views as scheduling_views
 from plugins_app.api.secrets import views as secret_views
 from plugins_app.api.ssh import views as ssh_views
@@ -22,6 +22,7 @@ urlpatterns = [
     path("plugins", views.PluginListView.as_view(), name="plugin-list"),
     path("plugins/<str:installation_id>", views.PluginDetailView.as_view(), name="plugin-detail"),
     path("plugins/<str:installation_id>/grant", views.PluginGrantView.as_view(), name="plugin-grant"),
+    path("plugins/<str:installation_id>/kv", kv_views.PluginKvView.as_view(), name="plugin-kv"),
     path("plugins/<str:installation_id>/release", views.PluginReleaseView.as_view(), name="plugin-release"),
     path("plugins/<str:installation_id>/settings", catalog_views.PluginSettingsView.as_view(),
          name="plugin-settings"),

@@ -87,6 +87,8 @@ class UsageDaily(models.Model):
     total_ms = models.FloatField(default=0)
     # Calls where the plugin's matcher left its handler out (runtime/matching/): not runs, not metered.
     skipped = models.PositiveBigIntegerField(default=0)
+    kv_reads = models.PositiveBigIntegerField(default=0, help_text="host.kv get and list calls.")
+    kv_writes = models.PositiveBigIntegerField(default=0, help_text="host.kv put, delete and incr calls.")
 
     class Meta:
         ordering = ["-day", "plugin_slug", "hook"]

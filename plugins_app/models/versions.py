@@ -58,6 +58,8 @@ class AccountChange(ImmutableModel):
         SECRET_ROTATE = "secret_rotate", "Replaced a secret's value"
         SECRET_UPDATE = "secret_update", "Changed a secret's hosts or description"
         SECRET_DELETE = "secret_delete", "Deleted a secret"
+        KV_DELETE = "kv_delete", "Deleted a plugin's kv key"
+        KV_CLEAR = "kv_clear", "Cleared a plugin's kv store"
 
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="changes")
     action = models.CharField(max_length=20, choices=Action.choices, db_index=True)

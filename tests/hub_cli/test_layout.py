@@ -8,8 +8,9 @@ from hub_cli.files import slug_of
 from tests.middleware_hub.test_dependencies import imported_modules
 
 # The hub's request rules (Django-free), so `hub dev --allow-fetch` fetches as host.fetch does.
+# host.kv's checks (plain Python), so `hub dev`'s local store refuses what the hub refuses.
 ALLOWED = ("plugins_app.runtime", "plugins_app.services.execution.hook_samples", "plugins_app.services.host.outbound",
-           "plugins_app.services.host.ssrf")
+           "plugins_app.services.host.ssrf", "plugins_app.services.kv.checks")
 
 
 def test_the_cli_imports_no_django_and_only_the_runtime_of_the_hub():

@@ -131,10 +131,12 @@ class HandlerWarningAdmin(ReadOnlyAccountScopedAdmin):
 class UsageDailyAdmin(ReadOnlyAccountScopedAdmin):
     count_names = ("usage row (a plugin's runs on one hook in one day)", "usage rows (a plugin's runs on one hook "
                    "in one day each)")
-    list_display = ["day", plugin_column, "hook", "runs", "skipped", "total_time", "average_time", "account"]
+    list_display = ["day", plugin_column, "hook", "runs", "skipped", "total_time", "average_time", "kv_reads",
+                    "kv_writes", "account"]
     list_filter = [("plugin_slug", PluginSlugFilter), "hook", ("day", DateRangeFilter), "account"]
     list_select_related = ["account"]
-    fields = ("day", "account", "plugin_slug", "hook", "runs", "skipped", "total_time", "average_time")
+    fields = ("day", "account", "plugin_slug", "hook", "runs", "skipped", "total_time", "average_time", "kv_reads",
+              "kv_writes")
     readonly_fields = fields
     change_list_template = "admin/plugins_app/usagedaily/change_list.html"
 

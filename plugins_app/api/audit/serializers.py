@@ -64,12 +64,14 @@ class UsageSerializer(serializers.ModelSerializer):
     p99Ms = serializers.SerializerMethodField()
     maxMs = serializers.SerializerMethodField()
     statusCounts = serializers.SerializerMethodField()
+    kvReads = serializers.IntegerField(source="kv_reads", help_text="host.kv get and list calls")
+    kvWrites = serializers.IntegerField(source="kv_writes", help_text="host.kv put, delete and incr calls")
     summaries: dict = {}   # filled per page by _UsageListSerializer
 
     class Meta:
         model = UsageDaily
         fields = ["day", "plugin", "hook", "runs", "skipped", "totalMs", "averageMs", "p50Ms", "p95Ms", "p99Ms",
-                  "maxMs", "statusCounts"]
+                  "maxMs", "statusCounts", "kvReads", "kvWrites"]
         extra_kwargs = {"skipped": {"help_text": "calls where the plugin's matcher left its handler out (not runs, "
                                                  "not metered)"}}
         list_serializer_class = _UsageListSerializer

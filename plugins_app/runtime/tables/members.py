@@ -117,6 +117,25 @@ HOST_MEMBERS: tuple[HostMember, ...] = (
                "Lists files (permission host:workspace).", args=("optionalString",), offered="workspace"),
     HostMember("workspace.delete", "host:workspace", "delete(path: string): Promise<{ deleted: boolean }>",
                "Deletes a file (permission host:workspace).", args=("string",), offered="workspace"),
+    HostMember("kv.get", "host:kv", "get(key: string): Promise<KvValue | null>",
+               "The value stored under `key` in this installation's store, or null (permission host:kv). "
+               "Keys are 1 to 512 bytes of UTF-8; an expired key reads as null.", args=("...json",)),
+    HostMember("kv.put", "host:kv", "put(key: string, value: KvValue, options?: { ttlSeconds?: number }): Promise<void>",
+               "Stores a JSON value of up to 64 KiB under `key` (permission host:kv), kept for ttlSeconds "
+               "when given; past the account's quota (HUB_KV_MAX_KEYS, HUB_KV_MAX_BYTES) it rejects with "
+               "'kv quota exceeded'.", args=("...json",)),
+    HostMember("kv.delete", "host:kv", "delete(key: string): Promise<{ deleted: boolean }>",
+               "Removes `key` (permission host:kv).", args=("...json",)),
+    HostMember("kv.list", "host:kv",
+               "list(options?: { prefix?: string; limit?: number; cursor?: string }): Promise<KvPage>",
+               "The installation's keys in order, from `cursor`, at most `limit` (1 to 1000, default 100) "
+               "(permission host:kv); `cursor` in the answer is null on the last page.", args=("...json",)),
+    HostMember("kv.incr", "host:kv",
+               "incr(key: string, by?: number, options?: KvIncrOptions): Promise<number | KvRefused>",
+               "Adds the integer `by` (default 1) to the counter under `key` in one atomic step, every engine "
+               "and machine of the hub counting together, and answers the new value; with `max`, a step that "
+               "would pass it changes nothing and answers {ok: false, value} (permission host:kv). "
+               "ttlSeconds applies when the counter is created.", args=("...json",)),
     HostMember("ssh.command", "host:ssh:command",
                "command(command: string, options?: { timeoutSeconds?: number }): Promise<SshResult>",
                "Runs a command on the hook's server (permission host:ssh:command). Commands up to 64 KiB, "

@@ -45,6 +45,13 @@ interface SshResult {
   exitCode: number; output: string; errorOutput: string; isTruncated: boolean; durationMs: number;
 }
 
+/** What host.kv stores: any JSON value. */
+type KvValue = null | boolean | number | string | KvValue[] | { [key: string]: KvValue };
+interface KvPage { keys: Array<{ key: string; size: number; expiresAt: string | null }>; cursor: string | null }
+interface KvIncrOptions { ttlSeconds?: number; max?: number }
+/** host.kv.incr's answer when the step would have passed `max`: nothing changed, `value` is the counter. */
+interface KvRefused { ok: false; value: number }
+
 /** A handler's result: the value, or a promise of it. */
 type Result<T> = T | Promise<T>;
 

@@ -33,6 +33,11 @@ class HostCall:
     record: bool = True
     # The run's secrets: host.fetch injects them, and what they reach is redacted.
     secrets: SecretBox = field(default_factory=lambda: SecretBox(None))
+    # Not None in a run that records nothing (try, replay, shadow): members that keep state (host.kv)
+    # write into it instead, by their own key, and it is dropped with the run; they list those writes
+    # in `would_call` as the bridge lists its stand-ins.
+    scratch: dict | None = None
+    would_call: list = field(default_factory=list)
 
 
 Member = Callable[[HostCall, list], Any]
@@ -135,6 +140,8 @@ class HostBridge:
         self.effects: list = []
         self.calls: Counter = Counter()
         self.secrets = SecretBox(getattr(account, "pk", None))
+        # A run that records nothing leaves no state behind either (HostCall.scratch).
+        self.scratch: dict | None = {} if dry_run or not record else None
 
     def __call__(self, handler: Handler, name: str, args: list):
         prepared = self.prepare(handler, name, args)
@@ -161,7 +168,7 @@ class HostBridge:
             return StoodIn(answer)
         return fn, HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id,
                             self.extras, self.effects, self.calls[handler.installation_id, name], self.record,
-                            self.secrets)
+                            self.secrets, self.scratch, self.would_call)
 
 
 @dataclass(frozen=True)

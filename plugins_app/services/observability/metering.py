@@ -1,4 +1,4 @@
-"""Usage metering: handler runs and time, buffered in memory and flushed in batches."""
+"""Usage metering: handler runs and time, and host.kv calls, buffered in memory and flushed in batches."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ class Meter(BufferedWriter):
     thread_name = "hub-metering"
 
     def new_pending(self) -> dict:
-        return defaultdict(lambda: [0, 0.0, 0])   # (account, plugin, hook, day) -> [runs, total ms, skipped]
+        # (account, plugin, hook, day) -> [runs, total ms, skipped, kv reads, kv writes]
+        return defaultdict(lambda: [0, 0.0, 0, 0, 0])
 
     def add_runs(self, account_id: int, hook: str, runs: list[tuple[str, float]],
                  skipped: list[str] | tuple[str, ...] = ()):
@@ -57,25 +58,33 @@ class Meter(BufferedWriter):
                 self._pending[(account_id, plugin_slug, hook, day)][2] += 1
         self.added()
 
+    def add_kv(self, account_id: int, plugin_slug: str, hook: str, *, reads: int = 0, writes: int = 0) -> None:
+        """One host.kv call of a recorded run (get and list read; put, delete and incr write)."""
+        with self._lock:
+            row = self._pending[(account_id, plugin_slug, hook, site_today())]
+            row[3] += reads
+            row[4] += writes
+        self.added()
+
     def write_many(self, prepared: list) -> None:
         """One upsert statement for the batch: each row is created or added to where it stands, so
         nothing is read first and nothing another process adds meanwhile is lost."""
         table = connection.ops.quote_name(UsageDaily._meta.db_table)
         with connection.cursor() as cursor:
             cursor.executemany(
-                f"INSERT INTO {table} (account_id, plugin_slug, hook, day, runs, total_ms, skipped)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (account_id, plugin_slug, hook, day)"
+                f"INSERT INTO {table} (account_id, plugin_slug, hook, day, runs, total_ms, skipped, kv_reads, kv_writes)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (account_id, plugin_slug, hook, day)"
                 f" DO UPDATE SET runs = {table}.runs + excluded.runs, total_ms = {table}.total_ms + excluded.total_ms,"
-                f" skipped = {table}.skipped + excluded.skipped",
-                [(account_id, slug, hook, connection.ops.adapt_datefield_value(day), runs, total_ms, skipped)
-                 for (account_id, slug, hook, day), (runs, total_ms, skipped) in prepared])
+                f" skipped = {table}.skipped + excluded.skipped,"
+                f" kv_reads = {table}.kv_reads + excluded.kv_reads, kv_writes = {table}.kv_writes + excluded.kv_writes",
+                [(account_id, slug, hook, connection.ops.adapt_datefield_value(day), *row)
+                 for (account_id, slug, hook, day), row in prepared])
 
     def keep(self, key, value) -> None:
         with self._lock:
             row = self._pending[key]
-            row[0] += value[0]
-            row[1] += value[1]
-            row[2] += value[2]
+            for i, added in enumerate(value):
+                row[i] += added
 
 
 meter = Meter()

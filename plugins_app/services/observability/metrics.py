@@ -44,6 +44,9 @@ HANDLER_RUNS = Counter("hub_handler_runs", "Handlers by plugin and status (quara
 ENGINE_RESTARTS = Counter("hub_engine_restarts", "Isolates or engines lost to a handler, by crash kind", ["kind"])
 HANDLER_SKIPPED = Counter("hub_handler_skipped", "Handlers left out before the engine, by reason (match: the "
                           "plugin's matcher did not hold for the context)", ["reason"])
+KV_CALLS = Counter("hub_kv_calls", "host.kv calls by member (get, put, delete, list, incr) and outcome: ok; "
+                   "refused (incr at its max); rejected (bad input, quota); dry (a try, replay or shadow run's, "
+                   "answered without writing)", ["member", "outcome"])
 QUARANTINES = Counter("hub_quarantines", "Installations put in quarantine")
 CELERY_TASKS = Counter("hub_celery_tasks", "Celery tasks by name and outcome", ["task", "outcome"])
 TASKS_QUEUED = Counter("hub_tasks_queued", "Tasks handed to the broker, by name and outcome: sent; spooled "

@@ -12,8 +12,8 @@ pytestmark = pytest.mark.django_db
 
 HOOKS = {
     "agent-audit": ["interAgentMessage"], "caveman": ["systemPrompt"], "card-mask": ["userMessageInbound"],
-    "maintenance-window": ["cronJobFiring"], "rm-guard": ["sshCommandSending"],
-    "secret-redactor": ["sshCommandCompleted"],
+    "maintenance-window": ["cronJobFiring"], "rate-limit": ["userMessageInbound"],
+    "rm-guard": ["sshCommandSending"], "secret-redactor": ["sshCommandCompleted"],
 }
 
 

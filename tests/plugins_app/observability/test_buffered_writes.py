@@ -55,7 +55,7 @@ def test_a_key_that_fails_at_commit_is_kept_and_the_rest_of_its_batch_is_written
     assert meter.flush() == 3
     assert set(UsageDaily.objects.values_list("plugin_slug", "runs")) == {("good", 1), ("also-good", 1)}
     (key, row), = meter._pending.items()
-    assert key[:3] == (MISSING_ACCOUNT, "orphan", "systemPrompt") and row == [1, 5.0]
+    assert key[:3] == (MISSING_ACCOUNT, "orphan", "systemPrompt") and row == [1, 5.0, 0, 0, 0]   # runs, ms, skipped, kv reads, kv writes
 
 
 @pytest.mark.django_db(transaction=True)
