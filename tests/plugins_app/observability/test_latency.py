@@ -63,7 +63,7 @@ def test_quarantined_skips_are_counted_but_have_no_duration():
     window.add("error", 900.0)
     summary = window.summary()
     assert summary["statusCounts"] == {"ran": 2, "cancelled": 0, "error": 1, "timeout": 0, "malformed": 0,
-                                       "quarantined": 1}
+                                       "quarantined": 1, "skipped": 0}
     assert window.runs == 3 and summary["maxMs"] == 900.0
 
 
