@@ -7,7 +7,7 @@ from django.core.handlers.asgi import ASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
 
-EXECUTE_PATH = re.compile(r"^/api/v1/hooks/[^/]+/execute$")   # as plugins_app/api/admission.py's
+EXECUTE_PATH = re.compile(r"^/api/v1/hooks/[^/]+/execute$")
 
 
 class HubASGIHandler(ASGIHandler):

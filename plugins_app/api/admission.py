@@ -1,20 +1,30 @@
-"""Middleware that runs each execute call in its account's turn (see services.engine.admission)."""
+"""Middleware that runs each execute and try call in its account's turn (see services.engine.admission)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
 from accounts.authentication import ApiPrincipal
 from accounts.models import parse_key
+from plugins_app.api.errors import answer_before_view
+from plugins_app.errors import Overloaded
 from plugins_app.services.engine import admission, async_admission
+from plugins_app.services.engine.admission_policy import Shed
+from plugins_app.services.log_once import OncePerInterval
 
-EXECUTE_PATH = re.compile(r"^/api/v1/hooks/[^/]+/execute$")
+# The calls that run an account's chain on the API's demand: an execute, and a try-run (which costs
+# the machine what an execute does, so one account's try-runs take that account's turns too).
+ADMITTED_PATH = re.compile(r"^/api/v1/hooks/[^/]+/(?:execute|try)$")
+logger = logging.getLogger(__name__)
+_shedding = OncePerInterval(logger)   # under overload every call could log: once per interval, with a count
 
 
 class FairAdmissionMiddleware:
@@ -34,22 +44,38 @@ class FairAdmissionMiddleware:
     def __call__(self, request: HttpRequest) -> Any:
         if self.async_mode:
             return self.__acall__(request)
-        if request.method != "POST" or not EXECUTE_PATH.match(request.path_info):
+        if request.method != "POST" or not ADMITTED_PATH.match(request.path_info):
             return self.get_response(request)
         prefix = _key_prefix(request)
-        with admission.get_gate().turn(admission.line_for(prefix)):
-            response = self.get_response(request)
+        try:
+            with admission.get_gate().turn(admission.line_for(prefix)):
+                response = self.get_response(request)
+        except Shed as shed:
+            return _refused(shed)
         _learn(request, prefix)
         return response
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
-        if request.method != "POST" or not EXECUTE_PATH.match(request.path_info):
+        if request.method != "POST" or not ADMITTED_PATH.match(request.path_info):
             return await self.get_response(request)
         prefix = _key_prefix(request)
-        async with async_admission.get_gate().turn(admission.line_for(prefix)):
-            response = await self.get_response(request)
+        try:
+            async with async_admission.get_gate().turn(admission.line_for(prefix)):
+                response = await self.get_response(request)
+        except Shed as shed:
+            return _refused(shed)
         _learn(request, prefix)
         return response
+
+
+def _refused(shed: Shed) -> HttpResponseBase:
+    """A call shed for the queue deadline: a JSON 503 with Retry-After, before its key was even read."""
+    _shedding.log("shed", logging.WARNING, "answering 503 overloaded: a call could not start within %d ms (%s)",
+                  settings.HUB_ADMISSION.queue_deadline_ms, shed.reason)
+    return answer_before_view(Overloaded(f"the hub is overloaded: this call could not start within "
+                                         f"{settings.HUB_ADMISSION.queue_deadline_ms} ms ({shed.reason}); "
+                                         "nothing ran, send it again after Retry-After",
+                                         retry_after=settings.HUB_ADMISSION.retry_after))
 
 
 def _learn(request, prefix: str | None) -> None:

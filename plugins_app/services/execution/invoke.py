@@ -39,7 +39,7 @@ HandlerSwap = Callable[[list[Handler]], list[Handler]]
 
 class Mode(StrEnum):
     LIVE = "live"       # the platform's calls, cron, timers, SSH, peer messages: recorded
-    TRY = "try"         # a try-run: host calls are real (docs/admin.md), nothing recorded, values kept
+    TRY = "try"         # a try-run: stand-ins for calls that write or reach out, nothing recorded, values kept
     REPLAY = "replay"   # a cancel-log entry again: stand-ins for calls that write or reach out, values kept
     SHADOW = "shadow"   # a shadow handler on a copy of the context: stand-ins, nothing recorded
 
@@ -53,7 +53,8 @@ class Rules:
 
 RULES = {
     Mode.LIVE: Rules(record=True, dry_run=False, trace_values=False),
-    Mode.TRY: Rules(record=False, dry_run=False, trace_values=True),
+    # A try-run is an admin's experiment on a sample: like a replay it acts on nothing (docs/api.md).
+    Mode.TRY: Rules(record=False, dry_run=True, trace_values=True),
     Mode.REPLAY: Rules(record=False, dry_run=True, trace_values=True),
     Mode.SHADOW: Rules(record=False, dry_run=True, trace_values=False),
 }
@@ -179,8 +180,8 @@ def prepare(account, hook: str, context, *, mode: Mode = Mode.LIVE, origin: str 
             invocation: Invocation | None = None, asynchronous: bool = False) -> Invocation:
     """Sync, the database. Checks `hop`, `turn_id` and the context against the hook's table, loads the
     account's handlers for it (or takes `handlers`), applies `swap` (drafts or versions in place of live
-    code), and builds the host bridge with the mode's rules (`live_reads`: a replay's plain GET/HEAD
-    fetches made for real). `bad_context` turns a context that does not fit into the caller's error.
+    code), and builds the host bridge with the mode's rules (`live_reads`: a replay's or try-run's plain
+    GET/HEAD fetches made for real). `bad_context` turns a context that does not fit into the caller's error.
     `asynchronous`: the run will be awaited (run_async), so the bridge answers host calls as coroutines."""
     invocation = invocation or open_invocation(account, hook, mode=mode, origin=origin, traceparent=traceparent)
     with failing(invocation):
