@@ -1,6 +1,7 @@
 """ASGI entry point for Middleware Hub (`gunicorn middleware_hub.asgi`, with gunicorn.conf.py's worker)."""
 import os
 import re
+import time
 
 import django
 from django.core.handlers.asgi import ASGIHandler
@@ -8,6 +9,7 @@ from django.core.handlers.asgi import ASGIHandler
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
 
 EXECUTE_PATH = re.compile(r"^/api/v1/hooks/[^/]+/execute$")
+ARRIVED = "hub.arrived"   # as plugins_app/api/admission.py reads it: when a request reached this handler
 
 
 class HubASGIHandler(ASGIHandler):
@@ -19,6 +21,10 @@ class HubASGIHandler(ASGIHandler):
     hooks, microseconds each) run on asgiref's one shared sync thread instead."""
 
     async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            # When the call reached this process: its queue deadline counts from here, so the time it
+            # waits behind Django's own steps (signals, middleware hooks) under load counts too.
+            scope[ARRIVED] = time.monotonic()
         if scope["type"] == "http" and scope.get("method") == "POST" and EXECUTE_PATH.match(_path_info(scope)):
             await self.handle(scope, receive, send)
             return

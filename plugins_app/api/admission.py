@@ -20,6 +20,8 @@ from plugins_app.services.engine import admission, async_admission
 from plugins_app.services.engine.admission_policy import Shed
 from plugins_app.services.log_once import OncePerInterval
 
+# Where middleware_hub/asgi.py's handler notes when a request reached the process (a scope key).
+ARRIVED = "hub.arrived"
 # The calls that run an account's chain on the API's demand: an execute, and a try-run (which costs
 # the machine what an execute does, so one account's try-runs take that account's turns too).
 ADMITTED_PATH = re.compile(r"^/api/v1/hooks/[^/]+/(?:execute|try)$")
@@ -59,8 +61,9 @@ class FairAdmissionMiddleware:
         if request.method != "POST" or not ADMITTED_PATH.match(request.path_info):
             return await self.get_response(request)
         prefix = _key_prefix(request)
+        scope = getattr(request, "scope", None) or {}
         try:
-            async with async_admission.get_gate().turn(admission.line_for(prefix)):
+            async with async_admission.get_gate().turn(admission.line_for(prefix), arrived=scope.get(ARRIVED)):
                 response = await self.get_response(request)
         except Shed as shed:
             return _refused(shed)

@@ -54,9 +54,10 @@ class FairGate:
         return self.books.per_account
 
     @contextlib.contextmanager
-    def turn(self, key: Hashable) -> Iterator[None]:
+    def turn(self, key: Hashable, arrived: float | None = None) -> Iterator[None]:
         """Run the body in `key`'s turn. Nested turns of one thread (a chain run from inside a
-        host call) share the outer turn's place."""
+        host call) share the outer turn's place. `arrived`: when the server first saw the call
+        (time.monotonic()), which its queue deadline counts from."""
         depth = getattr(self._local, "depth", 0)
         if depth:
             self._local.depth = depth + 1
@@ -67,7 +68,7 @@ class FairGate:
             return
         started = time.perf_counter()
         try:
-            self._enter(key, returning=False)
+            self._enter(key, returning=False, arrived=arrived)
         except Shed as shed:
             if self.on_shed is not None:
                 self.on_shed(shed)
@@ -101,12 +102,12 @@ class FairGate:
         with self._lock:
             return self.books.queued()
 
-    def _enter(self, key: Hashable, *, returning: bool) -> None:
+    def _enter(self, key: Hashable, *, returning: bool, arrived: float | None = None) -> None:
         """The process's place first, then the machine's: a call blocked on another process
         holds one thread of this one, and none of the account's other callers here. A call coming
         back from its engine needs no machine place: the engine bounds how many can, and the
         kernel's lock is not first come, so it could wait behind its account's new calls."""
-        deadline = self._acquire(key, returning=returning)
+        deadline = self._acquire(key, returning=returning, arrived=arrived)
         self._local.place = None
         account_id = _account_id(key)
         if self.machine is not None and account_id is not None and not returning:
@@ -129,14 +130,16 @@ class FairGate:
             if rested and self.on_rest is not None:
                 self.on_rest(rested)
 
-    def _acquire(self, key: Hashable, *, returning: bool) -> float:
+    def _acquire(self, key: Hashable, *, returning: bool, arrived: float | None = None) -> float:
         """Takes the process's place, waiting for it; returns by when the call must have started."""
         books = self.books
         with self._lock:
-            arrived = books.clock()
+            arrived, late = books.arrival(arrived)
+            if late is not None and not returning:
+                raise late
             if books.enter_now(key, returning):   # nobody waits: take the place, no event needed
                 return books.deadline_for(arrived)
-            refused = None if returning else books.refuse_on_arrival(key)
+            refused = None if returning else books.refuse_on_arrival(key, arrived)
             if refused is not None:
                 raise refused
             waiter = Waiter(key, threading.Event(), returning, math.inf if returning else books.deadline_for(arrived),
@@ -174,7 +177,7 @@ class OpenGate:
     """No admission control (both limits 0)."""
 
     @contextlib.contextmanager
-    def turn(self, key: Hashable) -> Iterator[None]:
+    def turn(self, key: Hashable, arrived: float | None = None) -> Iterator[None]:
         yield
 
     @contextlib.contextmanager

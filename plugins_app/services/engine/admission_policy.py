@@ -91,18 +91,32 @@ class FairBooks(Generic[W]):
     def deadline_for(self, arrived: float) -> float:
         return arrived + self.shed_after if self.shed_after > 0 else math.inf
 
-    def refuse_on_arrival(self, key: Hashable) -> Shed | None:
-        """Why a new call of `key` cannot start within the deadline by its account's pace, or None."""
+    def arrival(self, arrived: float | None) -> tuple[float, Shed | None]:
+        """When a new call arrived (`arrived`: as the server first saw it, if it knows; else now), and
+        why it is refused at once if its deadline passed before it even reached admission: a server
+        behind its load queues calls where no gate sees them (its event loop, its threads)."""
+        now = self.clock()
+        arrived = now if arrived is None else min(arrived, now)
+        if self.shed_after <= 0 or now - arrived < self.shed_after:
+            return arrived, None
+        return arrived, Shed(now - arrived, self.shed_after,
+                             f"it waited {(now - arrived) * 1000:.0f} ms before it reached admission")
+
+    def refuse_on_arrival(self, key: Hashable, arrived: float | None = None) -> Shed | None:
+        """Why a new call of `key` (that reached the server at `arrived`) cannot start within its deadline
+        by its account's pace, or None: refused now, it costs the hub nothing more and its caller learns
+        at once rather than at the deadline."""
         if self.shed_after <= 0:
             return None
         pace, ahead = self._pace.get(key), len(self.waiting.get(key, ()))
         if pace is None or not ahead or not pace.interval:
             return None
-        expected = (ahead + 1) * pace.interval
-        if expected <= self.shed_after:
+        now = self.clock()
+        already = 0.0 if arrived is None else max(0.0, now - arrived)
+        if already + (ahead + 1) * pace.interval <= self.shed_after:
             return None
-        return Shed(0.0, self.shed_after, f"{ahead} calls of this account are queued ahead of it, and it gets a "
-                                           f"turn every {pace.interval * 1000:.0f} ms")
+        return Shed(already, self.shed_after, f"{ahead} calls of this account are queued ahead of it, and it gets a "
+                                              f"turn every {pace.interval * 1000:.0f} ms")
 
     def queue(self, waiter: Waiter[W]) -> list[Waiter[W]]:
         """Queues a call that could not enter at once; returns the waiters to wake (its own, if a place was free)."""

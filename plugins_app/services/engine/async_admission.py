@@ -74,15 +74,16 @@ class AsyncFairGate:
         return self.books.per_account
 
     @contextlib.asynccontextmanager
-    async def turn(self, key: Hashable) -> AsyncIterator[None]:
-        """Run the body in `key`'s turn (a nested turn of the same task shares it)."""
+    async def turn(self, key: Hashable, arrived: float | None = None) -> AsyncIterator[None]:
+        """Run the body in `key`'s turn (a nested turn of the same task shares it). `arrived`: when the
+        server first saw the call (time.monotonic()), which its queue deadline counts from."""
         if _current.get() is not None:
             yield
             return
         started = time.perf_counter()
         call = _Call(key)
         try:
-            await self._enter(call, returning=False)
+            await self._enter(call, returning=False, arrived=arrived)
         except Shed as shed:
             if self.on_shed is not None:
                 self.on_shed(shed)
@@ -114,8 +115,8 @@ class AsyncFairGate:
     def queued(self) -> int:
         return self.books.queued()
 
-    async def _enter(self, call: _Call, *, returning: bool) -> None:
-        deadline = await self._acquire(call.key, returning=returning)
+    async def _enter(self, call: _Call, *, returning: bool, arrived: float | None = None) -> None:
+        deadline = await self._acquire(call.key, returning=returning, arrived=arrived)
         call.holding = True
         account_id = _account_id(call.key)
         if self.machine is not None and account_id is not None and not returning:
@@ -168,13 +169,15 @@ class AsyncFairGate:
             self._descriptions.append(fd)
             raise
 
-    async def _acquire(self, key: Hashable, *, returning: bool) -> float:
+    async def _acquire(self, key: Hashable, *, returning: bool, arrived: float | None = None) -> float:
         """Takes the process's place, waiting for it; returns by when the call must have started."""
         books = self.books
-        arrived = books.clock()
+        arrived, late = books.arrival(arrived)
+        if late is not None and not returning:
+            raise late
         if books.enter_now(key, returning):
             return books.deadline_for(arrived)
-        refused = None if returning else books.refuse_on_arrival(key)
+        refused = None if returning else books.refuse_on_arrival(key, arrived)
         if refused is not None:
             raise refused
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -213,7 +216,7 @@ class AsyncOpenGate:
     """No admission control (both limits 0)."""
 
     @contextlib.asynccontextmanager
-    async def turn(self, key: Hashable) -> AsyncIterator[None]:
+    async def turn(self, key: Hashable, arrived: float | None = None) -> AsyncIterator[None]:
         yield
 
     @contextlib.asynccontextmanager

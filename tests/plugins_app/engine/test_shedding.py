@@ -3,6 +3,7 @@ by the one policy both gates keep (admission_policy.FairBooks), in proportion to
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -140,7 +141,27 @@ def test_the_event_loop_gate_refuses_on_arrival_past_the_accounts_pace():
             gate.books._pace["noisy"] = _Pace(gate.books.clock(), interval=20.0)   # a turn every 20 s
             with pytest.raises(Shed) as refused:
                 await call_task(caller(gate, "noisy", admitted))
-            assert gate.queued() == 2 and refused.value.waited == 0.0   # refused at once, never queued
+            assert gate.queued() == 2 and "queued ahead" in refused.value.reason   # refused at once, never queued
         await asyncio.gather(*tasks)
         return admitted
     assert asyncio.run(main()) == ["noisy"] * 2
+
+
+def test_a_call_that_reached_the_server_longer_ago_than_the_deadline_is_refused_before_it_queues():
+    """The server's own backlog (its event loop, Django's steps before the gate) counts against the deadline."""
+    gate = FairGate(per_account=1, shed_after=1.0)
+    with pytest.raises(Shed) as late:
+        with gate.turn("tenant", arrived=time.monotonic() - 1.5):
+            pass
+    assert "before it reached admission" in late.value.reason and late.value.waited >= 1.5
+    assert gate.books.running == 0 and gate.queued() == 0
+    with gate.turn("tenant", arrived=time.monotonic()):   # a fresh call goes in at once
+        assert gate.books.held == {"tenant": 1}
+
+    async def main():
+        agate = AsyncFairGate(per_account=1, shed_after=1.0)
+        with pytest.raises(Shed):
+            async with agate.turn("tenant", arrived=time.monotonic() - 1.5):
+                pass
+        return agate.books.running, agate.queued()
+    assert asyncio.run(main()) == (0, 0)
