@@ -21,14 +21,21 @@ class HubASGIHandler(ASGIHandler):
     hooks, microseconds each) run on asgiref's one shared sync thread instead."""
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            # When the call reached this process: its queue deadline counts from here, so the time it
-            # waits behind Django's own steps (signals, middleware hooks) under load counts too.
-            scope[ARRIVED] = time.monotonic()
-        if scope["type"] == "http" and scope.get("method") == "POST" and EXECUTE_PATH.match(_path_info(scope)):
-            await self.handle(scope, receive, send)
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
             return
-        await super().__call__(scope, receive, send)
+        # When the call reached this process: its queue deadline counts from here.
+        scope[ARRIVED] = time.monotonic()
+        path = _path_info(scope)
+        if not admission.is_admitted(scope.get("method"), path):
+            await super().__call__(scope, receive, send)
+            return
+        # Execute and try calls take their account's turn here, before Django builds a request: a call
+        # shed under overload costs next to nothing (plugins_app/api/admission.py's admit_asgi).
+        if EXECUTE_PATH.match(path):
+            await admission.admit_asgi(scope, send, lambda: self.handle(scope, receive, send))
+        else:
+            await admission.admit_asgi(scope, send, lambda: super(HubASGIHandler, self).__call__(scope, receive, send))
 
 
 def _path_info(scope) -> str:
@@ -37,4 +44,6 @@ def _path_info(scope) -> str:
 
 
 django.setup(set_prefix=False)
+from plugins_app.api import admission  # noqa: E402  # after setup: it reads the settings and models
+
 application = HubASGIHandler()

@@ -89,11 +89,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return Response({"error": body}, status=response.status_code, headers=headers)
 
 
+def error_body(exc: HubError) -> dict[str, Any]:
+    """A typed error's JSON body, as exception_handler shapes it."""
+    return {"error": {"code": exc.default_code, "message": _message(exc.detail), "field": None, **exc.extra}}
+
+
 def answer_before_view(exc: HubError) -> JsonResponse:
     """A typed error met before any view ran (a middleware's: admission shedding a call), in the shape
     and with the headers exception_handler gives it."""
-    body = {"code": exc.default_code, "message": _message(exc.detail), "field": None, **exc.extra}
-    response = JsonResponse({"error": body}, status=exc.status_code)
+    response = JsonResponse(error_body(exc), status=exc.status_code)
     if isinstance(exc, Unavailable):
         response["Retry-After"] = str(exc.retry_after)
     return response

@@ -122,14 +122,14 @@ class AsyncFairGate:
         if self.machine is not None and account_id is not None and not returning:
             try:
                 await self._take_machine(call, account_id, deadline)
-            except Shed:
-                call.holding = False
-                self._release(call.key)
-                raise
             except OSError:
                 if not self._machine_failed:
                     self._machine_failed = True
                     log.exception("machine-wide admission failed; each web process counts alone meanwhile")
+            except BaseException:   # shed, or the client went away while it waited: the process place goes back
+                call.holding = False
+                self._release(call.key)
+                raise
 
     async def _leave(self, call: _Call) -> None:
         call.holding = False
