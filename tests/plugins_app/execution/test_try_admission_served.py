@@ -28,11 +28,11 @@ def make_account(server: Served, name: str, source: str) -> dict:
 
 
 def post(server: Served, path: str, auth: dict) -> tuple[int, dict, dict]:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)   # (header names: lower case)
     try:
         conn.request("POST", path, json.dumps({"context": PROMPT}), {"Content-Type": "application/json", **auth})
         response = conn.getresponse()
-        return response.status, dict(response.getheaders()), json.loads(response.read())
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, json.loads(response.read())
     finally:
         conn.close()
 
@@ -72,6 +72,6 @@ def test_thirty_two_try_connections_of_one_account_leave_another_accounts_execut
         assert len(ran) + len(shed) == TRY_CONNECTIONS
         assert all(body["value"] == "base?" for body in ran)
         assert shed, "32 try-runs of ~200 ms each, one at a time, cannot all start within 1 s"
-        assert all(body["error"]["code"] == "overloaded" and head.get("Retry-After") == "1" for head, body in shed)
+        assert all(body["error"]["code"] == "overloaded" and head.get("retry-after") == "1" for head, body in shed)
     finally:
         server.stop()
