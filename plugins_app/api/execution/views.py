@@ -77,8 +77,8 @@ TRY_DESCRIPTION = """Runs the account's chain for a hook on a sample context, op
 A try-run **writes nothing and acts on nothing**: no cancel log, warnings, plugin logs, usage, strikes
 or lane moves, and every host call that writes or reaches outside the hub (`host.fetch` of any method,
 `host.llm`, `host.decide`, `host.ssh.command`, workspace writes and deletes, peer messages) is answered
-by a stand-in marked `dryRun` and listed in `wouldCall`. A workspace write stood in for is seen by the
-same run's later reads, and by nothing else. With `"liveReads": true` the plugins' plain GET/HEAD
+by a stand-in marked `dryRun` and listed in `wouldCall` (reading members, such as a workspace read,
+run for real). With `"liveReads": true` the plugins' plain GET/HEAD
 fetches are made for real (the account admin's choice: the key's holder).
 
 Try-runs take their account's turns like execute calls (fair admission), and are shed with a 503

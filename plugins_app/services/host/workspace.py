@@ -43,24 +43,15 @@ def _arg(args: list, index: int):
     return args[index] if len(args) > index else None
 
 
-def _overlay(call: HostCall, agent_id) -> dict[str, str | None]:
-    """A dry run's writes to this agent's files (path -> text, None once deleted), kept for the run only."""
-    return call.overlay.setdefault("workspace", {}).setdefault(str(agent_id), {})
-
-
 @member("workspace.read")
 def read(call: HostCall, args: list) -> str | None:
     """The file's text, or null when there is no such file."""
-    files, agent_id = _scope(call)
-    path = normalise_path(_arg(args, 0))
-    if call.dry_run and path in _overlay(call, agent_id):   # the run's own stood-in write
-        return _overlay(call, agent_id)[path]
-    return files.filter(path=path).values_list("content", flat=True).first()
+    files, _ = _scope(call)
+    return files.filter(path=normalise_path(_arg(args, 0))).values_list("content", flat=True).first()
 
 
-def _checked_write(call: HostCall, args: list, *, lock: bool) -> tuple[str, str, int]:
-    """(path, content, size) of a write that fits the agent's quota; with `lock`, the agent's files stay
-    locked until the caller's transaction ends, so two writers cannot both fit under the quota."""
+@member("workspace.write", writes=True)
+def write(call: HostCall, args: list) -> dict:
     files, agent_id = _scope(call)
     path = normalise_path(_arg(args, 0))
     content = _arg(args, 1)
@@ -68,29 +59,13 @@ def _checked_write(call: HostCall, args: list, *, lock: bool) -> tuple[str, str,
         raise HostError("host.workspace.write: the content must be a string")
     size = len(content.encode())
     quota = settings.HUB_HOST.workspace_quota_bytes
-    # (PostgreSQL refuses FOR UPDATE with an aggregate, so the sum is taken here.)
-    sizes = dict((files.select_for_update() if lock else files).values_list("path", "size"))
-    if call.dry_run:
-        sizes.update({p: len(text.encode()) if text is not None else 0 for p, text in _overlay(call, agent_id).items()})
-    used = sum(s for p, s in sizes.items() if p != path)
-    if used + size > quota:
-        raise HostError(f"host.workspace.write: {path} ({size} bytes) would put the workspace of agent "
-                        f"{agent_id} at {used + size} bytes, over its quota of {quota} bytes")
-    return path, content, size
-
-
-def write_dry(call: HostCall, args: list) -> dict:
-    """A try-run's (or replay's) write: checked as a real one, kept in the run's overlay, written nowhere."""
-    path, content, size = _checked_write(call, args, lock=False)
-    _overlay(call, _scope(call)[1])[path] = content
-    return {"path": path, "size": size, "dryRun": True}
-
-
-@member("workspace.write", writes=True, dry_run=write_dry)
-def write(call: HostCall, args: list) -> dict:
-    _, agent_id = _scope(call)
     with transaction.atomic():
-        path, content, size = _checked_write(call, args, lock=True)
+        # Lock the agent's files so two writers cannot both fit under the quota (PostgreSQL
+        # refuses FOR UPDATE with an aggregate, so the sum is taken here).
+        used = sum(s for p, s in files.select_for_update().values_list("path", "size") if p != path)
+        if used + size > quota:
+            raise HostError(f"host.workspace.write: {path} ({size} bytes) would put the workspace of agent "
+                            f"{agent_id} at {used + size} bytes, over its quota of {quota} bytes")
         WorkspaceFile.objects.update_or_create(account=call.account, agent_id=agent_id, path=path,
                                                defaults={"content": content, "size": size})
     return {"path": path, "size": size}
@@ -108,17 +83,7 @@ def list_files(call: HostCall, args: list) -> dict:
                       for p, s, u in rows]}
 
 
-def delete_dry(call: HostCall, args: list) -> dict:
-    """A dry run's delete: the file is gone for the rest of the run only."""
-    files, agent_id = _scope(call)
-    path = normalise_path(_arg(args, 0))
-    overlay = _overlay(call, agent_id)
-    existed = overlay[path] is not None if path in overlay else files.filter(path=path).exists()
-    overlay[path] = None
-    return {"deleted": existed, "dryRun": True}
-
-
-@member("workspace.delete", writes=True, dry_run=delete_dry)
+@member("workspace.delete", writes=True)
 def delete(call: HostCall, args: list) -> dict:
     files, _ = _scope(call)
     deleted, _ = files.filter(path=normalise_path(_arg(args, 0))).delete()
