@@ -190,15 +190,15 @@ class AsyncFairGate:
                 async with asyncio.timeout(max(0.0, waiter.deadline - books.clock())):
                     await ready
         except TimeoutError:
-            if ready.done() and not ready.cancelled():
-                return waiter.deadline   # its place came as the wait timed out: it keeps it
-            books.forget(waiter)
+            # Its place may have come as the wait timed out: the timeout cancels `ready` at once, and a
+            # release before this line runs still grants the waiter (its wake then finds `ready` done).
+            # The books say which: a waiter no longer queued holds its place, and keeps it.
+            if not books.forget(waiter):
+                return waiter.deadline
             raise books.shed_of(waiter) from None
         except asyncio.CancelledError:   # the client went away while it waited
-            if ready.done() and not ready.cancelled():
+            if not books.forget(waiter):
                 self._release(key)   # it had been given the place: pass it on
-            else:
-                books.forget(waiter)
             raise
         return waiter.deadline
 

@@ -165,3 +165,32 @@ def test_a_call_that_reached_the_server_longer_ago_than_the_deadline_is_refused_
                 pass
         return agate.books.running, agate.queued()
     assert asyncio.run(main()) == (0, 0)
+
+
+def test_a_place_granted_as_the_wait_times_out_is_kept_not_lost():
+    """The timeout cancels the waiter's future at once; a place freed before the waiter runs again is
+    still granted to it in the books. The waiter must then hold it (and give it back), or it is lost."""
+    async def main():
+        gate = AsyncFairGate(1, per_account=1, shed_after=0.05)
+        admitted: list = []
+        holder_in, let_go = asyncio.Event(), asyncio.Event()
+
+        async def holder():
+            async with gate.turn("holder"):
+                holder_in.set()
+                await let_go.wait()
+
+        held = call_task(holder())
+        await holder_in.wait()
+        waiter = call_task(caller(gate, "late", admitted))
+        await until(lambda: gate.queued() == 1, "the late call to queue")
+        # Past the deadline with the loop held (time.sleep), then one loop turn: this task resumes first
+        # and lets the holder go, and the same turn's timer then cancels the late call's wait; next turn
+        # the holder's release grants the place to that late call, whose wake finds it cancelled.
+        time.sleep(0.08)
+        await asyncio.sleep(0)
+        let_go.set()
+        await asyncio.gather(held, waiter, return_exceptions=True)
+        await until(lambda: gate.books.running == 0, "every place to come back")
+        return gate.books.held, gate.queued()
+    assert asyncio.run(main()) == ({}, 0)
