@@ -8,7 +8,7 @@ DEV_STAMP := $(VENV)/.requirements-dev-installed
 JS_DIR := plugins_app/runtime/js
 JS_STAMP := $(JS_DIR)/node_modules/.lock-installed
 
-.PHONY: venv dev js cli install migrate demo run test lint typecheck migrations-check check bench bench-load bench-hostile bench-io chaos soak screenshots editor
+.PHONY: venv dev js cli install migrate demo run test lint typecheck migrations-check check bench bench-load bench-hostile bench-io bench-overload chaos soak screenshots editor
 
 
 venv: $(VENV_STAMP)
@@ -84,6 +84,11 @@ bench-load: install
 # quiet tenants beside each load. IO_ARGS passes options, e.g. IO_ARGS="--scenarios a,c --seconds 10".
 bench-io: install
 	$(BIN)/python bench/io.py $(IO_ARGS)
+
+# Overload (issue 40): open loop at 1x, 2x and 5x the measured sustainable rate, then 0.3x; answered calls
+# p50/p99, 503s (load shedding) and their answer time, recovery. OVERLOAD_ARGS="--seconds 20 --accounts 16".
+bench-overload: install
+	$(BIN)/python bench/overload.py $(OVERLOAD_ARGS)
 
 # A whole hub under a low steady load; every process's RSS slope (issue 29). SOAK_ARGS="--minutes 60".
 soak: install

@@ -1,13 +1,15 @@
 """ASGI entry point for Middleware Hub (`gunicorn middleware_hub.asgi`, with gunicorn.conf.py's worker)."""
 import os
 import re
+import time
 
 import django
 from django.core.handlers.asgi import ASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
 
-EXECUTE_PATH = re.compile(r"^/api/v1/hooks/[^/]+/execute$")   # as plugins_app/api/admission.py's
+EXECUTE_PATH = re.compile(r"^/api/v1/hooks/[^/]+/execute$")
+ARRIVED = "hub.arrived"   # as plugins_app/api/admission.py reads it: when a request reached this handler
 
 
 class HubASGIHandler(ASGIHandler):
@@ -24,10 +26,21 @@ class HubASGIHandler(ASGIHandler):
         self.execute = ExecuteASGIHandler()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope.get("method") == "POST" and EXECUTE_PATH.match(_path_info(scope)):
-            await self.execute.handle(scope, receive, send)
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
             return
-        await super().__call__(scope, receive, send)
+        # When the call reached this process: its queue deadline counts from here.
+        scope[ARRIVED] = time.monotonic()
+        path = _path_info(scope)
+        if not admission.is_admitted(scope.get("method"), path):
+            await super().__call__(scope, receive, send)
+            return
+        # Execute and try calls take their account's turn here, before Django builds a request: a call
+        # shed under overload costs next to nothing (plugins_app/api/admission.py's admit_asgi).
+        if EXECUTE_PATH.match(path):
+            await admission.admit_asgi(scope, send, lambda: self.execute.handle(scope, receive, send))
+        else:
+            await admission.admit_asgi(scope, send, lambda: super(HubASGIHandler, self).__call__(scope, receive, send))
 
 
 def _path_info(scope) -> str:
@@ -36,6 +49,7 @@ def _path_info(scope) -> str:
 
 
 django.setup(set_prefix=False)
+from plugins_app.api import admission  # noqa: E402  # after setup: it reads the settings and models
 from plugins_app.api.execution.asgi_handler import ExecuteASGIHandler  # noqa: E402 - needs the apps loaded
 
 application = HubASGIHandler()

@@ -23,8 +23,9 @@ class PluginsAppConfig(AppConfig):
         from plugins_app.services.scheduling import task_queue
         from plugins_app.services.versions import recording, shadow
 
-        # Fair admission reports to the metrics; a call waiting on its engine gives its place away.
-        admission.configure(on_wait=metrics.admission_waited, on_rest=metrics.admission_rested)
+        # Fair admission reports to the metrics (waits, rests, calls shed); a call waiting on its engine gives its place away.
+        admission.configure(on_wait=metrics.admission_waited, on_rest=metrics.admission_rested,
+                            on_shed=metrics.admission_shed)
         tier.configure(waiting=lambda: admission.get_gate().waiting(), async_waiting=async_admission.waiting)
         quarantine.configure(on_quarantined=metrics.quarantined)
         registry.register()   # the host.* members, into the host bridge

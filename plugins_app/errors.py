@@ -102,3 +102,10 @@ class Unavailable(HubError):
     def __init__(self, message: str, *, retry_after: int):
         super().__init__(message, retryAfter=retry_after)
         self.retry_after = retry_after
+
+
+class Overloaded(Unavailable):
+    """The call could not start within the queue deadline (load shedding): nothing ran; the platform's
+    retry after `retry_after` seconds is cheaper than a long answer."""
+
+    default_code = "overloaded"

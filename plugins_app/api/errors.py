@@ -6,7 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -92,6 +92,20 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, Unavailable):
         headers["Retry-After"] = str(exc.retry_after)
     return Response({"error": body}, status=response.status_code, headers=headers)
+
+
+def error_body(exc: HubError) -> dict[str, Any]:
+    """A typed error's JSON body, as exception_handler shapes it."""
+    return {"error": {"code": exc.default_code, "message": _message(exc.detail), "field": None, **exc.extra}}
+
+
+def answer_before_view(exc: HubError) -> JsonResponse:
+    """A typed error met before any view ran (a middleware's: admission shedding a call), in the shape
+    and with the headers exception_handler gives it."""
+    response = JsonResponse(error_body(exc), status=exc.status_code)
+    if isinstance(exc, Unavailable):
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 def _auth_headers(response: Response) -> dict[str, str]:

@@ -52,6 +52,11 @@ class TryRequestSerializer(serializers.Serializer):
     versions = serializers.JSONField(
         required=False, default=None,
         help_text='{"<installationId>": <version number>}: run these versions (drafts) in place of live code')
+    liveReads = serializers.BooleanField(
+        required=False, default=False,
+        help_text="make the plugins' plain GET/HEAD fetches for real (no body, no method override); every other "
+                  "call that writes or reaches outside the hub (fetches that send, llm, decide, SSH, workspace "
+                  "writes, peer messages) is still answered by a stand-in and listed in wouldCall")
 
 
 class TryStepSerializer(serializers.Serializer):
@@ -78,6 +83,11 @@ class TryResponseSerializer(serializers.Serializer):
     cancellation = serializers.DictField(allow_null=True)
     trace = TryStepSerializer(many=True)
     effects = serializers.ListField(child=serializers.DictField())
+    wouldCall = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="host calls the try-run did not make: {installationId, plugin, member, args, standIn} (standIn: "
+                  "what the plugin was answered instead, marked dryRun), then the platform effects, as {effect}")
+    liveReads = serializers.BooleanField(help_text="plain GET/HEAD fetches were made for real")
 
 
 class ExplainRequestSerializer(serializers.Serializer):
@@ -160,4 +170,6 @@ def try_response(run: TryRun) -> dict[str, Any]:
             "logs": step.trace.logs, **({"reason": step.trace.reason} if step.trace.reason else {}),
         } for step in run.steps],
         "effects": run.effects,
+        "wouldCall": run.would_call,
+        "liveReads": run.live_reads,
     }

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from plugins_app.api.base import AccountView
+from plugins_app.api.base import AccountView, validated
 from plugins_app.api.edge import body
 from plugins_app.api.execution import serializers as s
 from plugins_app.api.renderers import JSONFirstNegotiation, PlainJSONRenderer
@@ -71,14 +71,31 @@ class HookExecuteView(AccountView):
         return Response(s.execute_response(run.result, run.effects), headers=headers)
 
 
+TRY_DESCRIPTION = """Runs the account's chain for a hook on a sample context, optionally with chosen versions
+(drafts) in place of live code, and answers each handler's value before and after.
+
+A try-run **writes nothing and acts on nothing**: no cancel log, warnings, plugin logs, usage, strikes
+or lane moves, and every host call that writes or reaches outside the hub (`host.fetch` of any method,
+`host.llm`, `host.decide`, `host.ssh.command`, workspace writes and deletes, peer messages) is answered
+by a stand-in marked `dryRun` and listed in `wouldCall` (reading members, such as a workspace read,
+run for real). With `"liveReads": true` the plugins' plain GET/HEAD
+fetches are made for real (the account admin's choice: the key's holder).
+
+Try-runs take their account's turns like execute calls (fair admission), and are shed with a 503
+`overloaded` and `Retry-After` when they cannot start within the queue deadline.
+"""
+
+
 class HookTryView(AccountView):
     @body(s.TryRequestSerializer, responses=s.TryResponseSerializer,
-          summary="Try the account's chain for a hook on a sample, optionally with drafts swapped in; nothing is recorded")
+          summary="Try the account's chain for a hook on a sample, optionally with drafts swapped in; nothing is "
+                  "recorded and nothing outside the hub is called", description=TRY_DESCRIPTION)
     def post(self, request: Request, hook: str) -> Response:
         data = request.data if isinstance(request.data, dict) else None
         if data is None or "context" not in data:
             raise InvalidInput("context", "this field is required")
-        run = tryit.try_chain(self.account, hook, data["context"], data.get("versions"))
+        live_reads = validated(s.TryRequestSerializer, data)["liveReads"]
+        run = tryit.try_chain(self.account, hook, data["context"], data.get("versions"), live_reads=live_reads)
         return Response(s.try_response(run))
 
 

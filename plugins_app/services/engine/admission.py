@@ -8,12 +8,13 @@ import math
 import os
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 
 from django.conf import settings
 
 from plugins_app.runtime.environment import Env
+from plugins_app.services.engine.admission_policy import FairBooks, Shed, Waiter
 from plugins_app.services.engine.machine_places import MachinePlaces
 
 log = logging.getLogger(__name__)
@@ -22,34 +23,41 @@ log = logging.getLogger(__name__)
 class FairGate:
     """At most `capacity` calls run at once, at most `per_account` of them one account's; the
     others wait without using the CPU, and a freed place goes to the next *account* in turn
-    rather than to the next request. An account with many callers in a closed loop (a runaway
-    tenant's retries, say) then gets one turn per round like any other account instead of one
-    per caller.
+    rather than to the next request (the policy, shedding included, is admission_policy.FairBooks').
+    An account with many callers in a closed loop (a runaway tenant's retries, say) then gets one
+    turn per round like any other account instead of one per caller.
 
     A call gives its place back while it waits on an engine (`waiting()`), so a chain that
     holds an isolate for seconds does not hold a place; coming back, it goes before new calls.
+    With `shed_after` set, a call that cannot start within that many seconds raises `Shed`.
     """
 
     def __init__(self, capacity: float = math.inf, per_account: float | None = None,
                  on_wait: Callable[[float], None] | None = None, machine: MachinePlaces | None = None,
-                 on_rest: Callable[[float], None] | None = None):
-        self.capacity = capacity
+                 on_rest: Callable[[float], None] | None = None, shed_after: float = 0.0,
+                 on_shed: Callable[[Shed], None] | None = None):
         self.on_wait = on_wait   # hears how long each call waited for its turn (0 when it had not to)
         self.on_rest = on_rest   # hears how long a call rested its account's machine place, when it did
-        self.per_account = per_account or capacity   # places one account may hold at once
+        self.on_shed = on_shed   # hears each call refused for the queue deadline
         self.machine = machine   # when set, an account's places are also counted across the machine
+        self.books: FairBooks[threading.Event] = FairBooks(capacity, per_account, shed_after)
         self._machine_failed = False
         self._lock = threading.Lock()
-        self._running = 0
-        self._held: dict[Hashable, int] = {}
-        self._returning: deque[tuple[Hashable, threading.Event]] = deque()
-        self._waiting: OrderedDict[Hashable, deque[threading.Event]] = OrderedDict()
         self._local = threading.local()
 
+    @property
+    def capacity(self) -> float:
+        return self.books.capacity
+
+    @property
+    def per_account(self) -> float:
+        return self.books.per_account
+
     @contextlib.contextmanager
-    def turn(self, key: Hashable) -> Iterator[None]:
+    def turn(self, key: Hashable, arrived: float | None = None) -> Iterator[None]:
         """Run the body in `key`'s turn. Nested turns of one thread (a chain run from inside a
-        host call) share the outer turn's place."""
+        host call) share the outer turn's place. `arrived`: when the server first saw the call
+        (time.monotonic()), which its queue deadline counts from."""
         depth = getattr(self._local, "depth", 0)
         if depth:
             self._local.depth = depth + 1
@@ -59,7 +67,12 @@ class FairGate:
                 self._local.depth = depth
             return
         started = time.perf_counter()
-        self._enter(key, returning=False)
+        try:
+            self._enter(key, returning=False, arrived=arrived)
+        except Shed as shed:
+            if self.on_shed is not None:
+                self.on_shed(shed)
+            raise
         if self.on_wait is not None:
             self.on_wait(time.perf_counter() - started)
         self._local.depth, self._local.key, self._local.holding = 1, key, True
@@ -87,19 +100,22 @@ class FairGate:
 
     def queued(self) -> int:
         with self._lock:
-            return len(self._returning) + sum(len(q) for q in self._waiting.values())
+            return self.books.queued()
 
-    def _enter(self, key: Hashable, *, returning: bool) -> None:
+    def _enter(self, key: Hashable, *, returning: bool, arrived: float | None = None) -> None:
         """The process's place first, then the machine's: a call blocked on another process
         holds one thread of this one, and none of the account's other callers here. A call coming
         back from its engine needs no machine place: the engine bounds how many can, and the
         kernel's lock is not first come, so it could wait behind its account's new calls."""
-        self._acquire(key, returning=returning)
+        deadline = self._acquire(key, returning=returning, arrived=arrived)
         self._local.place = None
         account_id = _account_id(key)
         if self.machine is not None and account_id is not None and not returning:
             try:
-                self._local.place = self.machine.take(account_id)
+                self._local.place = self.machine.take(account_id, deadline=deadline)
+            except Shed:
+                self._release(key)
+                raise
             except OSError:   # the shared file is gone or unwritable: this process's limit still holds
                 if not self._machine_failed:   # once: it would fail the same way on every call
                     self._machine_failed = True
@@ -114,69 +130,40 @@ class FairGate:
             if rested and self.on_rest is not None:
                 self.on_rest(rested)
 
-    def _acquire(self, key: Hashable, *, returning: bool) -> None:
+    def _acquire(self, key: Hashable, *, returning: bool, arrived: float | None = None) -> float:
+        """Takes the process's place, waiting for it; returns by when the call must have started."""
+        books = self.books
         with self._lock:
-            if self._free_now(key, returning):   # nobody waits: take the place, no event needed
-                self._grant(key)
-                return
-            ready = threading.Event()
-            if returning:   # finishing a call goes before starting one, whatever its account holds
-                self._returning.append((key, ready))
-            else:
-                self._waiting.setdefault(key, deque()).append(ready)
-            woken = self._dispatch()
-        for event in woken:
-            event.set()
-        ready.wait()   # set at once when a place was free
-
-    def _free_now(self, key: Hashable, returning: bool) -> bool:
-        """Whether _dispatch would hand `key` a place at once, were it queued (the lock is held)."""
-        if self._running >= self.capacity or self._returning:
-            return False
-        return returning or (not self._waiting and self._held.get(key, 0) < self.per_account)
+            arrived, late = books.arrival(arrived)
+            if late is not None and not returning:
+                raise late
+            if books.enter_now(key, returning):   # nobody waits: take the place, no event needed
+                return books.deadline_for(arrived)
+            refused = None if returning else books.refuse_on_arrival(key, arrived)
+            if refused is not None:
+                raise refused
+            waiter = Waiter(key, threading.Event(), returning, math.inf if returning else books.deadline_for(arrived),
+                            arrived)
+            woken = books.queue(waiter)
+        _wake(woken)
+        if waiter.deadline == math.inf:
+            waiter.wake.wait()
+        elif not waiter.wake.wait(max(0.0, waiter.deadline - books.clock())):
+            with self._lock:
+                gone = books.forget(waiter)   # False: its place came as the wait timed out; it keeps it
+            if gone:
+                raise books.shed_of(waiter)
+        return waiter.deadline
 
     def _release(self, key: Hashable) -> None:
         with self._lock:
-            self._running -= 1
-            left = self._held[key] - 1
-            if left:
-                self._held[key] = left
-            else:
-                del self._held[key]
-            woken = self._dispatch()
-        for event in woken:
-            event.set()
+            woken = self.books.release(key)
+        _wake(woken)
 
-    def _dispatch(self) -> list[threading.Event]:
-        """Hands free places out: returning calls first, then accounts in turn order, skipping an
-        account that holds its share already."""
-        woken = []
-        while self._running < self.capacity:
-            picked = self._pick()
-            if picked is None:
-                break
-            woken.append(picked)
-        return woken
 
-    def _pick(self) -> threading.Event | None:
-        if self._returning:
-            key, ready = self._returning.popleft()
-        else:
-            key = next((k for k in self._waiting if self._held.get(k, 0) < self.per_account), None)
-            if key is None:
-                return None
-            queue = self._waiting[key]
-            ready = queue.popleft()
-            if queue:
-                self._waiting.move_to_end(key)   # its next caller waits for every other account's turn
-            else:
-                del self._waiting[key]
-        self._grant(key)
-        return ready
-
-    def _grant(self, key: Hashable) -> None:
-        self._running += 1
-        self._held[key] = self._held.get(key, 0) + 1
+def _wake(waiters: list[Waiter[threading.Event]]) -> None:
+    for waiter in waiters:
+        waiter.wake.set()
 
 
 def _account_id(key: Hashable) -> int | None:
@@ -190,7 +177,7 @@ class OpenGate:
     """No admission control (both limits 0)."""
 
     @contextlib.contextmanager
-    def turn(self, key: Hashable) -> Iterator[None]:
+    def turn(self, key: Hashable, arrived: float | None = None) -> Iterator[None]:
         yield
 
     @contextlib.contextmanager
@@ -203,27 +190,34 @@ class OpenGate:
 
 _gate: FairGate | OpenGate | None = None
 _gate_lock = threading.Lock()
-# Who hears each call's wait and rest (the metrics); set by the app's ready() before the gate is made.
+# Who hears each call's wait, rest and shedding (the metrics); set by the app's ready() before the gate is made.
 _on_wait: Callable[[float], None] | None = None
 _on_rest: Callable[[float], None] | None = None
+_on_shed: Callable[[Shed], None] | None = None
 
 
-def configure(*, on_wait: Callable[[float], None], on_rest: Callable[[float], None]) -> None:
-    global _on_wait, _on_rest
-    _on_wait, _on_rest = on_wait, on_rest
+def configure(*, on_wait: Callable[[float], None], on_rest: Callable[[float], None],
+              on_shed: Callable[[Shed], None] | None = None) -> None:
+    global _on_wait, _on_rest, _on_shed
+    _on_wait, _on_rest, _on_shed = on_wait, on_rest, on_shed
+
+
+def gate_limits() -> tuple[float, float]:
+    """(capacity, per_account) from HUB_EXECUTE_CONCURRENCY and HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT
+    (0 = no such limit); both unlimited, and there is no gate."""
+    return settings.HUB_ADMISSION.concurrency or math.inf, settings.HUB_ADMISSION.per_account or math.inf
 
 
 def get_gate() -> FairGate | OpenGate:
     """This process's gate: HUB_EXECUTE_CONCURRENCY calls at once, HUB_EXECUTE_CONCURRENCY_PER_ACCOUNT
-    of them one account's (0 = no such limit; both 0, no gate)."""
+    of them one account's, a call not started within HUB_EXECUTE_QUEUE_DEADLINE_MS shed."""
     global _gate
     if _gate is None:
         with _gate_lock:
             if _gate is None:
-                capacity = settings.HUB_ADMISSION.concurrency or math.inf
-                per_account = settings.HUB_ADMISSION.per_account or math.inf
-                _gate = (FairGate(capacity, per_account, on_wait=_on_wait,
-                                  machine=_machine_places(per_account), on_rest=_on_rest)
+                capacity, per_account = gate_limits()
+                _gate = (FairGate(capacity, per_account, on_wait=_on_wait, machine=_machine_places(per_account),
+                                  on_rest=_on_rest, shed_after=settings.HUB_ADMISSION.shed_after, on_shed=_on_shed)
                          if min(capacity, per_account) < math.inf else OpenGate())
     return _gate
 

@@ -11,23 +11,23 @@ import math
 import os
 import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from plugins_app.services.engine.admission import _account_id, _machine_places
-from plugins_app.services.engine.machine_places import _FLOCK, MachinePlaces, Place, _lock
+from plugins_app.services.engine.admission_policy import FairBooks, Shed, Waiter
+from plugins_app.services.engine.machine_places import (
+    _FLOCK,
+    POLL_FIRST_S,
+    POLL_MAX_S,
+    MachinePlaces,
+    Place,
+    _lock,
+)
 
 log = logging.getLogger(__name__)
-
-# A call waiting for its account's machine place tries the kernel's lock again after this long,
-# doubling up to the ceiling: a sync call sleeps in the kernel (F_OFD_SETLKW), which would hold a
-# thread; the lock was never first come, so polling loses no order it had.
-POLL_FIRST_S = 0.001
-POLL_MAX_S = 0.02
-
 
 @dataclass
 class _Call:
@@ -44,10 +44,10 @@ _current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("hub_adm
 
 
 class AsyncFairGate:
-    """FairGate (services/engine/admission.py) for coroutines on one event loop: at most `capacity` calls
-    run at once, at most `per_account` of them one account's, freed places going round the accounts in
-    turn, and a call coming back from its engine before new calls. A waiting call is a future, not a
-    parked thread. Every method runs on the loop's thread, so the books need no lock.
+    """FairGate (services/engine/admission.py) for coroutines on one event loop, with the same policy
+    (admission_policy.FairBooks: turns round the accounts, returning calls first, shedding past
+    `shed_after`). A waiting call is a future, not a parked thread. Every method runs on the loop's
+    thread, so the books need no lock.
 
     The machine's places (MachinePlaces) keep their semantics: the same locks on the same file, so sync
     and async workers of one machine share them, with two changes. Each call takes its place through an
@@ -57,27 +57,37 @@ class AsyncFairGate:
 
     def __init__(self, capacity: float = math.inf, per_account: float | None = None,
                  on_wait: Callable[[float], None] | None = None, machine: MachinePlaces | None = None,
-                 on_rest: Callable[[float], None] | None = None):
-        self.capacity = capacity
-        self.per_account = per_account or capacity
-        self.on_wait, self.on_rest = on_wait, on_rest
+                 on_rest: Callable[[float], None] | None = None, shed_after: float = 0.0,
+                 on_shed: Callable[[Shed], None] | None = None):
+        self.books: FairBooks[asyncio.Future[None]] = FairBooks(capacity, per_account, shed_after)
+        self.on_wait, self.on_rest, self.on_shed = on_wait, on_rest, on_shed
         self.machine = machine
         self._machine_failed = False
-        self._running = 0
-        self._held: dict[Hashable, int] = {}
-        self._returning: deque[tuple[Hashable, asyncio.Future[None]]] = deque()
-        self._waiting: OrderedDict[Hashable, deque[asyncio.Future[None]]] = OrderedDict()
         self._descriptions: list[int] = []   # open file descriptions holding no lock, for the next calls
 
+    @property
+    def capacity(self) -> float:
+        return self.books.capacity
+
+    @property
+    def per_account(self) -> float:
+        return self.books.per_account
+
     @contextlib.asynccontextmanager
-    async def turn(self, key: Hashable) -> AsyncIterator[None]:
-        """Run the body in `key`'s turn (a nested turn of the same task shares it)."""
+    async def turn(self, key: Hashable, arrived: float | None = None) -> AsyncIterator[None]:
+        """Run the body in `key`'s turn (a nested turn of the same task shares it). `arrived`: when the
+        server first saw the call (time.monotonic()), which its queue deadline counts from."""
         if _current.get() is not None:
             yield
             return
         started = time.perf_counter()
         call = _Call(key)
-        await self._enter(call, returning=False)
+        try:
+            await self._enter(call, returning=False, arrived=arrived)
+        except Shed as shed:
+            if self.on_shed is not None:
+                self.on_shed(shed)
+            raise
         if self.on_wait is not None:
             self.on_wait(time.perf_counter() - started)
         token = _current.set(call)
@@ -103,19 +113,23 @@ class AsyncFairGate:
             await self._enter(call, returning=True)
 
     def queued(self) -> int:
-        return len(self._returning) + sum(len(q) for q in self._waiting.values())
+        return self.books.queued()
 
-    async def _enter(self, call: _Call, *, returning: bool) -> None:
-        await self._acquire(call.key, returning=returning)
+    async def _enter(self, call: _Call, *, returning: bool, arrived: float | None = None) -> None:
+        deadline = await self._acquire(call.key, returning=returning, arrived=arrived)
         call.holding = True
         account_id = _account_id(call.key)
         if self.machine is not None and account_id is not None and not returning:
             try:
-                await self._take_machine(call, account_id)
+                await self._take_machine(call, account_id, deadline)
             except OSError:
                 if not self._machine_failed:
                     self._machine_failed = True
                     log.exception("machine-wide admission failed; each web process counts alone meanwhile")
+            except BaseException:   # shed, or the client went away while it waited: the process place goes back
+                call.holding = False
+                self._release(call.key)
+                raise
 
     async def _leave(self, call: _Call) -> None:
         call.holding = False
@@ -131,7 +145,7 @@ class AsyncFairGate:
         fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, place.slot, 1, 0))
         self._descriptions.append(fd)
 
-    async def _take_machine(self, call: _Call, account_id: int) -> None:
+    async def _take_machine(self, call: _Call, account_id: int, deadline: float) -> None:
         assert self.machine is not None
         fd = self._descriptions.pop() if self._descriptions else os.open(
             self.machine.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -142,95 +156,67 @@ class AsyncFairGate:
                 return
             pause = POLL_FIRST_S
             while True:
-                share = self.machine.capacity // (self.machine.accounts_running(besides=account_id) + 1)
-                for slot in (first, *range(first + 1, first + share)):
-                    if _lock(fd, slot, wait=False):
-                        call.place, call.fd = Place(slot, account_id, waited=True), fd
-                        return
-                await asyncio.sleep(pause)
+                slot = self.machine.further_place(fd, account_id, first, include_first=True)
+                if slot is not None:
+                    call.place, call.fd = Place(slot, account_id, waited=True), fd
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Shed(0.0, 0.0, "its account's places on this machine stayed taken")
+                await asyncio.sleep(min(pause, left))
                 pause = min(pause * 2, POLL_MAX_S)
         except BaseException:
             self._descriptions.append(fd)
             raise
 
-    async def _acquire(self, key: Hashable, *, returning: bool) -> None:
-        if self._free_now(key, returning):
-            self._grant(key)
-            return
+    async def _acquire(self, key: Hashable, *, returning: bool, arrived: float | None = None) -> float:
+        """Takes the process's place, waiting for it; returns by when the call must have started."""
+        books = self.books
+        arrived, late = books.arrival(arrived)
+        if late is not None and not returning:
+            raise late
+        if books.enter_now(key, returning):
+            return books.deadline_for(arrived)
+        refused = None if returning else books.refuse_on_arrival(key, arrived)
+        if refused is not None:
+            raise refused
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if returning:
-            self._returning.append((key, ready))
-        else:
-            self._waiting.setdefault(key, deque()).append(ready)
-        self._dispatch()
+        waiter = Waiter(key, ready, returning, math.inf if returning else books.deadline_for(arrived), arrived)
+        _wake(books.queue(waiter))
         try:
-            await ready
-        except asyncio.CancelledError:   # the client went away while it waited
-            if ready.done() and not ready.cancelled():
-                self._release(key)   # it had been given the place: pass it on
+            if waiter.deadline == math.inf:
+                await ready
             else:
-                self._forget(key, ready, returning)
+                async with asyncio.timeout(max(0.0, waiter.deadline - books.clock())):
+                    await ready
+        except TimeoutError:
+            # Its place may have come as the wait timed out: the timeout cancels `ready` at once, and a
+            # release before this line runs still grants the waiter (its wake then finds `ready` done).
+            # The books say which: a waiter no longer queued holds its place, and keeps it.
+            if not books.forget(waiter):
+                return waiter.deadline
+            raise books.shed_of(waiter) from None
+        except asyncio.CancelledError:   # the client went away while it waited
+            if not books.forget(waiter):
+                self._release(key)   # it had been given the place: pass it on
             raise
-
-    def _forget(self, key: Hashable, ready: asyncio.Future[None], returning: bool) -> None:
-        if returning:
-            with contextlib.suppress(ValueError):
-                self._returning.remove((key, ready))
-            return
-        queue = self._waiting.get(key)
-        if queue is not None:
-            with contextlib.suppress(ValueError):
-                queue.remove(ready)
-            if not queue:
-                del self._waiting[key]
-
-    def _free_now(self, key: Hashable, returning: bool) -> bool:
-        if self._running >= self.capacity or self._returning:
-            return False
-        return returning or (not self._waiting and self._held.get(key, 0) < self.per_account)
+        return waiter.deadline
 
     def _release(self, key: Hashable) -> None:
-        self._running -= 1
-        left = self._held[key] - 1
-        if left:
-            self._held[key] = left
-        else:
-            del self._held[key]
-        self._dispatch()
+        _wake(self.books.release(key))
 
-    def _dispatch(self) -> None:
-        while self._running < self.capacity:
-            picked = self._pick()
-            if picked is None:
-                break
-            picked.set_result(None)
 
-    def _pick(self) -> asyncio.Future[None] | None:
-        if self._returning:
-            key, ready = self._returning.popleft()
-        else:
-            key = next((k for k in self._waiting if self._held.get(k, 0) < self.per_account), None)
-            if key is None:
-                return None
-            queue = self._waiting[key]
-            ready = queue.popleft()
-            if queue:
-                self._waiting.move_to_end(key)
-            else:
-                del self._waiting[key]
-        self._grant(key)
-        return ready
-
-    def _grant(self, key: Hashable) -> None:
-        self._running += 1
-        self._held[key] = self._held.get(key, 0) + 1
+def _wake(waiters: list[Waiter[asyncio.Future[None]]]) -> None:
+    for waiter in waiters:
+        if not waiter.wake.done():
+            waiter.wake.set_result(None)
 
 
 class AsyncOpenGate:
     """No admission control (both limits 0)."""
 
     @contextlib.asynccontextmanager
-    async def turn(self, key: Hashable) -> AsyncIterator[None]:
+    async def turn(self, key: Hashable, arrived: float | None = None) -> AsyncIterator[None]:
         yield
 
     @contextlib.asynccontextmanager
@@ -256,11 +242,11 @@ def get_gate() -> AsyncFairGate | AsyncOpenGate:
         with _gates_lock:
             for stale in [other for other in _gates if other.is_closed()]:
                 del _gates[stale]
-            capacity = settings.HUB_ADMISSION.concurrency or math.inf
-            per_account = settings.HUB_ADMISSION.per_account or math.inf
+            capacity, per_account = admission.gate_limits()
             gate = _gates[loop] = (
                 AsyncFairGate(capacity, per_account, on_wait=admission._on_wait,
-                              machine=_machine_places(per_account), on_rest=admission._on_rest)
+                              machine=_machine_places(per_account), on_rest=admission._on_rest,
+                              shed_after=settings.HUB_ADMISSION.shed_after, on_shed=admission._on_shed)
                 if min(capacity, per_account) < math.inf else AsyncOpenGate())
     return gate
 

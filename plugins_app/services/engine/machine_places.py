@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import struct
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from plugins_app.services.engine.admission_policy import Shed
+
+# A call waiting for its account's place until a deadline tries the kernel's lock again after this
+# long, doubling up to the ceiling (the kernel's own wait has no timeout). The lock was never first
+# come, so polling loses no order it had.
+POLL_FIRST_S = 0.001
+POLL_MAX_S = 0.02
 
 # struct flock on Linux (x86-64 and arm64): l_type, l_whence, l_start, l_len, l_pid, padded to 32.
 _FLOCK = struct.Struct("@hhqqi4x")
@@ -61,19 +70,38 @@ class MachinePlaces:
         self.rest_factor, self.max_rest = rest_factor, max_rest
         self._local = threading.local()
 
-    def take(self, account_id: int) -> Place:
-        """Blocks until one of the account's places is this thread's; returns it for give_back."""
+    def take(self, account_id: int, deadline: float = math.inf) -> Place:
+        """Blocks until one of the account's places is this thread's; returns it for give_back. With a
+        `deadline` (time.monotonic()), raises Shed when none is free by then."""
         fd = self._fd()
         first = self._first_slot(account_id)
         if _lock(fd, first, wait=False):
             return Place(first, account_id, waited=False)
-        # The account runs elsewhere already: a further place only while its share allows one.
-        share = self.capacity // (self.accounts_running(besides=account_id) + 1)
-        for slot in range(first + 1, first + share):
-            if _lock(fd, slot, wait=False):
+        if deadline == math.inf:
+            slot = self.further_place(fd, account_id, first)
+            if slot is None:
+                _lock(fd, first, wait=True)
+            return Place(first if slot is None else slot, account_id, waited=True)
+        # The kernel's wait has no timeout: poll, as the async gate does, until the deadline.
+        pause = POLL_FIRST_S
+        while True:
+            slot = self.further_place(fd, account_id, first, include_first=True)
+            if slot is not None:
                 return Place(slot, account_id, waited=True)
-        _lock(fd, first, wait=True)
-        return Place(first, account_id, waited=True)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Shed(0.0, 0.0, "its account's places on this machine stayed taken")
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, POLL_MAX_S)
+
+    def further_place(self, fd: int, account_id: int, first: int, *, include_first: bool = False) -> int | None:
+        """The account runs elsewhere already: a further place only while its fair share (the machine's
+        places divided among the accounts running) allows one. Locked through `fd` and returned, or None."""
+        share = self.capacity // (self.accounts_running(besides=account_id) + 1)
+        for slot in (first, *range(first + 1, first + share)) if include_first else range(first + 1, first + share):
+            if _lock(fd, slot, wait=False):
+                return slot
+        return None
 
     def give_back(self, place: Place) -> float:
         """Unlocks the place, after its rest if it has one; returns the seconds rested."""

@@ -119,12 +119,18 @@ class AsyncHostBridge(HostBridge):
         """The value of `host.<name>(*args)` for `handler`; raises HostError to reject its promise."""
         prepared = self.prepare(handler, name, args)
         if isinstance(prepared, StoodIn):
-            return prepared.answer
+            if prepared.own is None:
+                return prepared.answer()
+            async with self._in_turn():   # a member's own dry run may use the database, as the member would
+                return await in_host_thread(prepared.answer)
         fn, call = prepared
         member = ASYNC_MEMBERS.get(name)
         if member is not None:
             return await member(call, args)
+        async with self._in_turn():
+            return await in_host_thread(_nested_call, fn, call, args)
+
+    def _in_turn(self) -> asyncio.Lock:
         if self._turn is None:
             self._turn = asyncio.Lock()
-        async with self._turn:
-            return await in_host_thread(_nested_call, fn, call, args)
+        return self._turn

@@ -33,6 +33,11 @@ class HostCall:
     record: bool = True
     # The run's secrets: host.fetch injects them, and what they reach is redacted.
     secrets: SecretBox = field(default_factory=lambda: SecretBox(None))
+    # True in a try-run, replay or shadow run: writes are stood in (see `member`'s `dry_run`).
+    dry_run: bool = False
+    # The run's scratch state, shared by all its calls and dropped with it: where a dry run's
+    # stood-in writes go, so the same run's reads see them (each member family keeps one key).
+    overlay: dict = field(default_factory=dict)
     # Not None in a run that records nothing (try, replay, shadow): members that keep state (host.kv)
     # write into it instead, by their own key, and it is dropped with the run; they list those writes
     # in `would_call` as the bridge lists its stand-ins.
@@ -55,22 +60,31 @@ STAND_INS: dict[str, Any] = {}
 # Filled by register_members(): for outward members, which calls are reads an account admin may let a
 # replay make for real ("live reads").
 LIVE_READS: dict[str, Callable[[list], bool]] = {}
+# Filled by register_members(): a member's own way of answering a call a dry run stands in for, in
+# place of its fixed stand-in (an overlay write the same run can read back, say).
+DRY_RUNS: dict[str, Member] = {}
 _MARK = "host_member"
 
 
 def member(name: str, *, writes: bool | Callable[[list], bool] = False, stand_in: Any = DRY_RUN_ANSWER,
-           live_read: Callable[[list], bool] | None = None) -> Callable[[Member], Member]:
+           live_read: Callable[[list], bool] | None = None, dry_run: Member | None = None) -> Callable[[Member], Member]:
     """Mark the function that answers `host.<name>(...)`; `name` must be a bridged member of the table.
     `writes` marks members with side effects (or tests a call's arguments for them); `stand_in` is
     what a dry run answers instead of calling it; `live_read` tests a call of an outward member for
-    a plain read an account admin may let a replay make."""
+    a plain read an account admin may let a replay or try-run make.
+
+    `dry_run` is the one place a member with side effects decides for itself what a dry run (try,
+    replay, shadow) does instead: called with the HostCall and the arguments in place of the member,
+    it must act on nothing outside the run; it may keep state in `call.overlay` for the run's later
+    calls (the member's reads look there first when `call.dry_run`). Its answer is listed in
+    wouldCall as the stand-in. Without it, the fixed `stand_in` is answered."""
     if name not in BRIDGED_MEMBERS:
         raise ValueError(f"host.{name} is not a bridged member in plugins_app/runtime/tables/members.py")
     if live_read is not None and name not in OUTWARD_MEMBERS:
         raise ValueError(f"host.{name}: only an outward member has live reads")
 
     def mark(fn: Member) -> Member:
-        setattr(fn, _MARK, (name, writes, stand_in, live_read))
+        setattr(fn, _MARK, (name, writes, stand_in, live_read, dry_run))
         return fn
     return mark
 
@@ -90,8 +104,9 @@ def register_members(functions: list[Member]) -> None:
     writes: dict[str, Callable[[list], bool]] = {}
     stand_ins: dict[str, Any] = {}
     live_reads: dict[str, Callable[[list], bool]] = {}
+    dry_runs: dict[str, Member] = {}
     for fn in functions:
-        name, writing, stand_in, live_read = getattr(fn, _MARK)
+        name, writing, stand_in, live_read, dry_run = getattr(fn, _MARK)
         if name not in BRIDGED_MEMBERS:
             raise ValueError(f"host.{name} is answered by {fn.__qualname__}, but runtime/tables/members.py "
                              "declares no such bridged member")
@@ -103,6 +118,8 @@ def register_members(functions: list[Member]) -> None:
         stand_ins[name] = stand_in
         if live_read is not None:
             live_reads[name] = live_read
+        if dry_run is not None:
+            dry_runs[name] = dry_run
     missing = sorted(BRIDGED_MEMBERS - set(found))
     if missing:
         raise ValueError("host members in runtime/tables/members.py without a function: " + ", ".join(missing))
@@ -114,12 +131,14 @@ def register_members(functions: list[Member]) -> None:
     STAND_INS.update(stand_ins)
     LIVE_READS.clear()
     LIVE_READS.update(live_reads)
+    DRY_RUNS.clear()
+    DRY_RUNS.update(dry_runs)
 
 
 def stands_in(name: str, args: list, *, live_reads: bool = False) -> bool:
     """Whether a dry run answers this call from a stand-in: every call that writes, and every call that
-    reaches outside the hub (a replay or shadow run acts on nothing), but for the plain reads of a
-    replay an account admin asked to make live."""
+    reaches outside the hub (a try-run, replay or shadow run acts on nothing), but for the plain reads
+    an account admin asked to make live."""
     if name in WRITES and WRITES[name](args):
         return True
     if name not in OUTWARD_MEMBERS:
@@ -138,6 +157,7 @@ class HostBridge:
         self.would_call: list[dict] = []
         self.hop, self.turn_id, self.extras = hop, turn_id, extras or {}
         self.effects: list = []
+        self.overlay: dict = {}   # the run's scratch state (HostCall.overlay)
         self.calls: Counter = Counter()
         self.secrets = SecretBox(getattr(account, "pk", None))
         # A run that records nothing leaves no state behind either (HostCall.scratch).
@@ -146,7 +166,7 @@ class HostBridge:
     def __call__(self, handler: Handler, name: str, args: list):
         prepared = self.prepare(handler, name, args)
         if isinstance(prepared, StoodIn):
-            return prepared.answer
+            return prepared.answer()
         fn, call = prepared
         return fn(call, args)
 
@@ -161,18 +181,31 @@ class HostBridge:
             raise HostError(f"host.{name} needs the {permission} permission, which an account admin "
                             f"has not granted to {handler.plugin}")
         self.calls[handler.installation_id, name] += 1
+        call = HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id, self.extras,
+                        self.effects, self.calls[handler.installation_id, name], self.record, self.secrets,
+                        self.dry_run, self.overlay, self.scratch, self.would_call)
         if self.dry_run and stands_in(name, args, live_reads=self.live_reads):
-            answer = copy.deepcopy(STAND_INS.get(name, DRY_RUN_ANSWER))
-            self.would_call.append({"installationId": handler.installation_id, "plugin": handler.plugin,
-                                    "member": f"host.{name}", "args": args, "standIn": answer})
-            return StoodIn(answer)
-        return fn, HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id,
-                            self.extras, self.effects, self.calls[handler.installation_id, name], self.record,
-                            self.secrets, self.scratch, self.would_call)
+            return StoodIn(self, name, args, call, DRY_RUNS.get(name))
+        return fn, call
 
 
 @dataclass(frozen=True)
 class StoodIn:
-    """A dry run's answer to a call it does not make."""
+    """A call a dry run does not make: answered by the member's own `dry_run` function when it has one
+    (which may read the database: the async bridge calls it on a host thread), else by its fixed
+    stand-in; either answer is listed in the run's wouldCall."""
 
-    answer: Any
+    bridge: HostBridge
+    name: str
+    args: list
+    call: HostCall
+    own: Member | None
+
+    def answer(self) -> Any:
+        # The member's own answer may raise HostError, as the member would (a write over the quota).
+        name, args = self.name, self.args
+        found = self.own(self.call, args) if self.own is not None else copy.deepcopy(STAND_INS.get(name, DRY_RUN_ANSWER))
+        handler = self.call.handler
+        self.bridge.would_call.append({"installationId": handler.installation_id, "plugin": handler.plugin,
+                                       "member": f"host.{name}", "args": args, "standIn": found})
+        return found

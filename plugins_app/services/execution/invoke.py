@@ -49,7 +49,7 @@ HandlerSwap = Callable[[list[Handler]], list[Handler]]
 
 class Mode(StrEnum):
     LIVE = "live"       # the platform's calls, cron, timers, SSH, peer messages: recorded
-    TRY = "try"         # a try-run: host calls are real (docs/admin.md), nothing recorded, values kept
+    TRY = "try"         # a try-run: stand-ins for calls that write or reach out, nothing recorded, values kept
     REPLAY = "replay"   # a cancel-log entry or recorded call again, a check: stand-ins for calls that write or reach out, values kept
     SHADOW = "shadow"   # a shadow handler at its place, on a copy of the input there: stand-ins, nothing recorded
 
@@ -63,7 +63,8 @@ class Rules:
 
 RULES = {
     Mode.LIVE: Rules(record=True, dry_run=False, trace_values=False),
-    Mode.TRY: Rules(record=False, dry_run=False, trace_values=True),
+    # A try-run is an admin's experiment on a sample: like a replay it acts on nothing (docs/api.md).
+    Mode.TRY: Rules(record=False, dry_run=True, trace_values=True),
     Mode.REPLAY: Rules(record=False, dry_run=True, trace_values=True),
     Mode.SHADOW: Rules(record=False, dry_run=True, trace_values=False),
 }
@@ -234,8 +235,9 @@ def prepare(account, hook: str, context, *, mode: Mode = Mode.LIVE, origin: str 
     """Sync, the database. Checks `hop`, `turn_id` and the context against the hook's table, loads the
     account's handlers for it (or takes `handlers`), applies `swap` (drafts or versions in place of live
     code), sets aside the handlers whose plugin's matcher does not hold for the context (skipped before
-    the engine, traced `skipped`, reason "match"), and builds the host bridge with the mode's rules (`live_reads`: a replay's plain GET/HEAD
-    fetches made for real). `bad_context` turns a context that does not fit into the caller's error.
+    the engine, traced `skipped`, reason "match"), and builds the host bridge with the mode's rules
+    (`live_reads`: a replay's or try-run's plain GET/HEAD fetches made for real). `bad_context` turns a
+    context that does not fit into the caller's error.
     `asynchronous`: the run will be awaited (run_async), so the bridge answers host calls as coroutines."""
     invocation = invocation or open_invocation(account, hook, mode=mode, origin=origin, traceparent=traceparent)
     with failing(invocation):

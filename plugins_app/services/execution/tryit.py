@@ -1,5 +1,5 @@
 """Try-runs of an account's chain, as it is or with chosen versions (drafts) in place of live code: each
-handler's value before and after, nothing recorded."""
+handler's value before and after, nothing recorded, nothing outside the hub acted on."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ class TryRun:
     cancel_reason: str | None = None
     effects: list = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)   # installation id -> the version tried
+    would_call: list = field(default_factory=list)   # the host calls stood in for, with their answers
+    live_reads: bool = False                         # plain GET/HEAD fetches were made for real
 
 
 def parse_context(text: str) -> dict:
@@ -93,10 +95,12 @@ def _swapper(hook: str, chosen: dict[Installation, PluginVersion]):
     return swap
 
 
-def try_chain(account, hook: str, context: dict, versions=None) -> TryRun:
+def try_chain(account, hook: str, context: dict, versions=None, *, live_reads: bool = False) -> TryRun:
     """Run the account's chain for `hook` as an execute call would (with `versions` swapped in for
     their installations' live code), recording nothing, with each handler's resulting value kept so
-    its before and after can be shown."""
+    its before and after can be shown. As in a replay, host calls that write or reach outside the hub
+    (fetch, llm, decide, SSH, workspace writes, peer messages) are answered by stand-ins and listed in
+    `would_call`; `live_reads` (an account admin's choice) makes plain GET/HEAD fetches for real."""
     spec = require_hook(hook)
     chosen = chosen_versions(account, versions)
     ran: dict[str, int | None] = {}   # installation id -> the version its handler carried
@@ -106,13 +110,14 @@ def try_chain(account, hook: str, context: dict, versions=None) -> TryRun:
         ran.update({h.installation_id: h.version for h in out})
         return out
 
-    invocation = invoke(account, hook, context, mode=Mode.TRY, origin="try", swap=swap)
+    invocation = invoke(account, hook, context, mode=Mode.TRY, origin="try", swap=swap, live_reads=live_reads)
     result, effects, bridge = invocation.result, invocation.effects, invocation.bridge
     assert result is not None and bridge is not None
     # The value as sent (invoke has checked it), a granted secret's value redacted as in the result.
     before = bridge.secrets.redactor.data(spec.value_of(context))
     run = TryRun(hook, result.outcome, before, result.value, result.context, effects=effects,
-                 versions={str(i.pk): v.number for i, v in chosen.items()})
+                 versions={str(i.pk): v.number for i, v in chosen.items()},
+                 would_call=invocation.would_call, live_reads=live_reads)
     previous = before
     for trace in result.trace:
         step = Step(trace, previous, trace.value, version=ran.get(trace.installation_id))

@@ -58,6 +58,8 @@ ADMISSION_WAIT_SECONDS = Histogram("hub_admission_wait_seconds",
 ADMISSION_REST_SECONDS = Counter("hub_admission_rest_seconds",
                                  "Time calls of accounts calling from several connections at once kept "
                                  "their account's machine place resting beside other accounts")
+ADMISSION_SHED = Counter("hub_admission_shed", "Execute and try calls answered 503 because they could not start "
+                         "within the queue deadline (HUB_EXECUTE_QUEUE_DEADLINE_MS)")
 
 
 class _BoundedLabel:
@@ -124,6 +126,8 @@ class _Deferred:
                         ADMISSION_WAIT_SECONDS.observe(*args)
                     elif kind == "rest":
                         ADMISSION_REST_SECONDS.inc(*args)
+                    elif kind == "shed":
+                        ADMISSION_SHED.inc()
                     else:
                         (self._apply_chain if kind == "chain" else self._apply_call)(*args)
                 except Exception:
@@ -211,6 +215,10 @@ def admission_waited(seconds: float) -> None:
 
 def admission_rested(seconds: float) -> None:
     deferred.add(("rest", seconds))
+
+
+def admission_shed(shed: object) -> None:
+    deferred.add(("shed",))
 
 
 def quarantined() -> None:

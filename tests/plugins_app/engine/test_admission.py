@@ -106,8 +106,8 @@ def test_a_nested_turn_of_the_same_thread_shares_its_place():
     with gate.turn("a"):
         with gate.turn("a"):   # a chain run from inside a host call: no second place needed
             assert gate.queued() == 0
-        assert gate._running == 1
-    assert gate._running == 0
+        assert gate.books.running == 1
+    assert gate.books.running == 0
 
 
 def test_a_call_waiting_elsewhere_lets_others_in_and_comes_back_before_new_callers():

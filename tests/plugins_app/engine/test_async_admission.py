@@ -90,7 +90,7 @@ def test_a_caller_that_goes_away_while_it_waits_leaves_no_place_taken():
             await asyncio.gather(gone, return_exceptions=True)
             assert gate.queued() == 0
         await call_task(caller(gate, "c", admitted))
-        return admitted, gate._running
+        return admitted, gate.books.running
     assert asyncio.run(main()) == (["c"], 0)
 
 
@@ -114,7 +114,7 @@ def test_an_accounts_machine_place_is_held_per_call_though_one_thread_runs_them(
                 order.append("second")
 
         tasks = [call_task(first()), call_task(second())]
-        await until(lambda: gate._running == 2, "the second call to reach the machine's place")
+        await until(lambda: gate.books.running == 2, "the second call to reach the machine's place")
         await asyncio.sleep(3 * POLL_MAX_S)   # three of its tries at the lock: none gets it
         assert order == ["first"]
         first_out.set()

@@ -384,7 +384,7 @@ def test_without_its_shared_file_the_gate_still_admits_and_says_so_once(tmp_path
     admitted = []
     for _ in range(3):
         with gate.turn(("account", 4)):
-            admitted.append(gate._running)
+            admitted.append(gate.books.running)
     assert admitted == [1, 1, 1]   # the process's own place was still taken each time
     failures = [r for r in caplog.records if "machine-wide admission failed" in r.getMessage()]
     assert len(failures) == 1
