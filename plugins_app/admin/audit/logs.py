@@ -51,6 +51,13 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
               "agent_id", "session_id", "hop", "turn_id", "context_snapshot", "replay_link")
     readonly_fields = fields
 
+    def get_list_display(self, request):
+        # One account's log needs no account column: the room goes to the reason.
+        columns = list(super().get_list_display(request))
+        if len(self.visible_account_ids(request)) == 1 and not is_operator(request):
+            columns.remove("account")
+        return columns
+
     def get_fields(self, request, obj=None):
         # An auditor cannot open an installation's page; its versions page is the one both roles read.
         fields = list(super().get_fields(request, obj))

@@ -100,8 +100,9 @@ class InstallForm(AccountChoiceMixin, forms.Form):
     upload = forms.FileField(required=False, label="…or upload a file",
                              help_text="A .ts or .js file; it replaces the pasted source and sets the language.")
     typecheck = typecheck_field()
+    # The help is given here: a bound field copies it when first built, before show_compiled runs.
     grant = GrantField(choices=PERMISSION_CHOICES, required=False, widget=forms.CheckboxSelectMultiple,
-                       label=GRANT_LABEL)
+                       label=GRANT_LABEL, help_text=GRANT_HELP)
     reviewed = forms.CharField(required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args, request, **kwargs):
@@ -144,7 +145,6 @@ class InstallForm(AccountChoiceMixin, forms.Form):
         grant = self.fields["grant"]
         assert isinstance(grant, forms.MultipleChoiceField)
         grant.choices = grant_choices(compiled["permissions"], compiled["host_members"])
-        grant.help_text = GRANT_HELP
 
     def add_compile_errors(self, errors: list[dict]) -> None:
         self._keep_source()
