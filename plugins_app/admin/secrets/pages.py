@@ -6,6 +6,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.db import transaction
+from django.http import QueryDict
 from django.urls import reverse
 from django.utils.html import format_html_join
 
@@ -65,10 +66,11 @@ class SecretForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.instance.pk is None and "account" in self.fields:
-            accounts = self.fields["account"].queryset   # narrowed to the user's accounts by the admin
-            if accounts is not None and accounts.count() == 1:
-                self.fields["account"].initial = accounts.first().pk
+        account = self.fields.get("account")
+        if self.instance.pk is None and isinstance(account, forms.ModelChoiceField):
+            accounts = account.queryset   # narrowed to the user's accounts by the admin
+            if accounts is not None and accounts.count() == 1 and (only := accounts.first()) is not None:
+                account.initial = only.pk
 
     def clean(self) -> dict[str, Any]:
         """Every field is checked, so every problem shows at once (not one per submit)."""
@@ -92,9 +94,10 @@ class SecretForm(forms.ModelForm):
         if (creating and "name" in cleaned and "account" in cleaned
                 and store.list_secrets(cleaned["account"]).filter(name=cleaned["name"]).exists()):
             self.add_error("name", "This account already has a secret with this name.")
-        if "new_value" in self.errors:
-            self.data = self.data.copy()
-            self.data[self.add_prefix("new_value")] = ""   # a refused value is not sent back
+        if "new_value" in self.errors and isinstance(self.data, QueryDict):
+            data = self.data.copy()
+            data[self.add_prefix("new_value")] = ""   # a refused value is not sent back
+            self.data = data
         return cleaned
 
     def _check(self, field: str, check) -> None:
