@@ -134,7 +134,8 @@ def test_the_guard_refuses_loopback_private_and_metadata_addresses(site, url, re
     assert site.requests == []
 
 
-def test_the_guard_reaches_the_plugin_as_a_rejected_promise(api_client, install, site):
+def test_the_guard_reaches_the_plugin_as_a_rejected_promise(api_client, install, site, settings):
+    settings.HUB_HOST = replace(settings.HUB_HOST, fetch_explain_private=False)   # as in production (DEBUG off)
     install(reporter("systemPrompt", f"host.fetch('http://localhost:{site.port}/json')"), grant=FETCH)
     error = json.loads(execute(api_client, "systemPrompt", PROMPT)["value"])["error"]
     assert "host.fetch refused: localhost (resolves to 127.0.0.1) is a loopback address" in error
