@@ -130,4 +130,6 @@ class ChainEntry(models.Model):
         verbose_name_plural = "chain entries"
 
     def __str__(self) -> str:
-        return f"{self.hook} #{self.position}: {self.installation.plugin}"
+        # Places are counted from 1 wherever people read them (the chain page, the installation page);
+        # `position` itself is 0-based.
+        return f"{self.hook} #{self.position + 1}: {self.installation.plugin}"

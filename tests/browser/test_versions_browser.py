@@ -36,7 +36,8 @@ def test_an_admin_deploys_a_draft_and_rolls_it_back(page, live_server):
     page.get_by_text("Version 1 is live").click()
     page.wait_for_selector("#hub-versions")
     page.select_option("#id_language", "javascript")
-    # The draft editor starts from the live source; replace it.
+    # The draft editor starts from the live source; replace it (once its deferred script has built it).
+    page.wait_for_function("window.hubEditor !== undefined")
     assert page.evaluate("window.hubEditor.state.doc.toString()") == appender("-v1")
     set_editor(page, appender("-v2"))
     page.fill("#id_note", "a louder greeting")
@@ -47,12 +48,26 @@ def test_an_admin_deploys_a_draft_and_rolls_it_back(page, live_server):
     # The default diff compares the two newest versions, line by line, marking the changed characters.
     assert page.locator("#hub-diff table.diff .diff_chg").all_inner_texts() == ["1", "2"]
 
+    # One version live and never another: nothing to roll back to, so no button (issue 44 item 9).
+    assert page.locator("#hub-rollback").count() == 0
+    # Deploying and rolling back ask first; a dismissed question changes nothing.
+    questions = []
+    page.once("dialog", lambda dialog: (questions.append(dialog.message), dialog.dismiss()))
+    page.click("#version-2 button:has-text('Deploy version 2')")
+    assert questions == ["Deploy Greeter from version 1 to version 2? It runs from the very next call."]
+    assert page.locator("#hub-live-version").inner_text() == "1" and prompt(live_server, raw_key) == "base-v1"
+    page.on("dialog", lambda dialog: (questions.append(dialog.message), dialog.accept()))
     page.click("#version-2 button:has-text('Deploy version 2')")
     page.wait_for_selector(".messagelist .success")
     assert page.locator("#hub-live-version").inner_text() == "2"
     assert prompt(live_server, raw_key) == "base-v2"
+    # Version 1 has been live: it is not offered as a draft.
+    assert page.locator("#version-1 .hub-try-draft").inner_text() == "Try version 1"
+    assert page.locator("#version-1 .hub-was-live").inner_text() == "was live"
 
+    assert page.locator("#hub-rollback button").inner_text() == "Roll back to version 1"
     page.click("#hub-rollback button")
+    assert questions[-1] == "Roll Greeter back from version 2 to version 1? It runs from the very next call."
     page.wait_for_selector(".messagelist .success")
     assert page.locator("#hub-live-version").inner_text() == "1"
     assert prompt(live_server, raw_key) == "base-v1"

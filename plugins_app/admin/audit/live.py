@@ -13,6 +13,7 @@ from django.urls import reverse
 from accounts.models import Account
 from plugins_app.admin.scoping import is_operator, member_account_ids
 from plugins_app.errors import HubError
+from plugins_app.models import Installation
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
 from plugins_app.services.observability import tail
 from plugins_app.services.observability.streams import event_stream
@@ -23,12 +24,23 @@ def _accounts(request):
     return accounts if is_operator(request) else accounts.filter(pk__in=member_account_ids(request))
 
 
+def _plugins(accounts) -> dict[int, list[tuple[str, str]]]:
+    """Each account's installed plugins as (slug, name): the page's filter takes either, and the stream
+    is filtered by slug."""
+    found: dict[int, list[tuple[str, str]]] = {a.pk: [] for a in accounts}
+    rows = Installation.objects.filter(account__in=accounts).order_by("plugin__name")
+    for account_id, slug, name in rows.values_list("account_id", "plugin__slug", "plugin__name"):
+        found[account_id].append((slug, name))
+    return found
+
+
 def live_page(modeladmin, request):
     if not modeladmin.has_view_permission(request):
         raise PermissionDenied
+    accounts = _accounts(request)
     return TemplateResponse(request, "admin/plugins_app/cancellog/live.html", {
         **modeladmin.admin_site.each_context(request), "opts": modeladmin.opts, "title": "Live",
-        "accounts": _accounts(request), "hooks": HOOK_NAMES, "statuses": tail.STATUSES,
+        "accounts": accounts, "plugins": _plugins(accounts), "hooks": HOOK_NAMES, "statuses": tail.STATUSES,
         "stream_url": reverse("admin:plugins_app_cancellog_live_stream")})
 
 

@@ -17,9 +17,9 @@ from django.utils.html import format_html
 from plugins_app.admin.audit.live import live_page, live_stream
 from plugins_app.admin.audit.usage import usage_chart
 from plugins_app.admin.filters import DateRangeFilter, ExactTextFilter, PluginSlugFilter, plugin_column
-from plugins_app.admin.scoping import ReadOnlyAccountScopedAdmin
+from plugins_app.admin.scoping import ReadOnlyAccountScopedAdmin, admin_account_ids, is_operator
 from plugins_app.admin.versions.replay import replay_view
-from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
+from plugins_app.models import CancelLog, HandlerWarning, Installation, UsageDaily
 
 CSV_COLUMNS = ["id", "created_at", "account", "hook", "plugin", "plugin_version", "reason", "agent_id",
                "session_id", "hop", "turn_id", "context"]
@@ -40,15 +40,33 @@ class _Echo:
 @admin.register(CancelLog)
 class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
     count_names = ("cancel-log entry", "cancel-log entries")   # the model's plural names the whole log
-    list_display = ["created_at", "hook", plugin_column, "short_reason", "agent_id", "session_id", "account"]
+    list_display = ["created_at", "hook", plugin_column, "version", "short_reason", "agent_id", "session_id",
+                    "turn", "account"]
     list_filter = ["hook", ("plugin_slug", PluginSlugFilter), ("created_at", DateRangeFilter),
                    ("agent_id", ExactTextFilter), ("session_id", ExactTextFilter), "account"]
     list_select_related = ["account"]
     search_fields = ["reason"]
     search_help_text = "Search in the cancel reasons."
-    fields = ("created_at", "account", "hook", "plugin_slug", "plugin_version", "installation_id", "reason",
+    fields = ("created_at", "account", "hook", "plugin_link", "version_link", "installation_link", "reason",
               "agent_id", "session_id", "hop", "turn_id", "context_snapshot", "replay_link")
     readonly_fields = fields
+
+    def get_list_display(self, request):
+        # One account's log needs no account column: the room goes to the reason.
+        columns = list(super().get_list_display(request))
+        if len(self.visible_account_ids(request)) == 1 and not is_operator(request):
+            columns.remove("account")
+        return columns
+
+    def get_fields(self, request, obj=None):
+        # An auditor cannot open an installation's page; its versions page is the one both roles read.
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and not (is_operator(request) or obj.account_id in admin_account_ids(request)):
+            fields[fields.index("installation_link")] = "installation_history_link"
+        return fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
@@ -93,6 +111,53 @@ class CancelLogAdmin(ReadOnlyAccountScopedAdmin):
         response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="cancel-log-{stamp}.csv"'
         return response
+
+    @admin.display(description="version", ordering="plugin_version")
+    def version(self, obj):
+        return obj.plugin_version or "—"
+
+    @admin.display(description="turn", ordering="turn_id")
+    def turn(self, obj):
+        return obj.turn_id or "—"
+
+    @admin.display(description="plugin")
+    def plugin_link(self, obj):
+        """Every cancel by this plugin in the log (the page both roles read)."""
+        url = f"{reverse('admin:plugins_app_cancellog_changelist')}?plugin_slug__exact={obj.plugin_slug}"
+        return format_html('<a href="{}">{}</a> <span class="quiet">(its cancels in this log)</span>', url,
+                           obj.plugin_slug)
+
+    @admin.display(description="plugin version")
+    def version_link(self, obj):
+        if not obj.plugin_version or not obj.installation_id:
+            return obj.plugin_version or "—"
+        url = reverse("admin:plugins_app_pluginversion_installation", args=[obj.installation_id])
+        return format_html('<a href="{}#version-{}">version {}</a>', url, obj.plugin_version, obj.plugin_version)
+
+    @admin.display(description="installation")
+    def installation_link(self, obj):
+        installation = self._installation(obj)
+        if installation is None:
+            return obj.installation_id or "— (uninstalled since)"
+        return format_html('<a href="{}">{} in {}</a>', reverse("admin:plugins_app_installation_change",
+                                                                args=[installation.pk]),
+                           installation.plugin.name, installation.account)
+
+    @admin.display(description="installation")
+    def installation_history_link(self, obj):
+        installation = self._installation(obj)
+        if installation is None:
+            return obj.installation_id or "— (uninstalled since)"
+        return format_html('<a href="{}">{} in {}: its versions</a>',
+                           reverse("admin:plugins_app_pluginversion_installation", args=[installation.pk]),
+                           installation.plugin.name, installation.account)
+
+    @staticmethod
+    def _installation(obj):
+        if not obj.installation_id:
+            return None
+        return Installation.objects.filter(pk=obj.installation_id, account_id=obj.account_id).select_related(
+            "plugin", "account").first()
 
     @admin.display(description="reason")
     def short_reason(self, obj):

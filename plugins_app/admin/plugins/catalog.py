@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from accounts.models import Account
 from plugins_app.admin.plugins.forms import AccountChoiceMixin
+from plugins_app.admin.plugins.grants import GRANT_HELP, GRANT_LABEL, grant_choices, installed_message
 from plugins_app.admin.plugins.settings_form import SchemaSettingsMixin
 from plugins_app.admin.scoping import editable_accounts
 from plugins_app.errors import Conflict, HubError, InvalidInput
@@ -24,7 +25,7 @@ from plugins_app.services.plugins import settings as plugin_settings
 class OfficialInstallForm(SchemaSettingsMixin, AccountChoiceMixin, forms.Form):
     account: forms.ModelChoiceField[Account] = forms.ModelChoiceField(queryset=None, empty_label="Choose an account…")
     grant = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
-                                      label="Grant permissions")
+                                      label=GRANT_LABEL)
 
     def __init__(self, *args, request, plugin, **kwargs):
         super().__init__(*args, **kwargs)
@@ -37,9 +38,9 @@ class OfficialInstallForm(SchemaSettingsMixin, AccountChoiceMixin, forms.Form):
         field.queryset = accounts = field.queryset.exclude(installations__plugin=plugin)
         if accounts.count() == 1 and (only := accounts.first()) is not None:
             field.initial = only.pk
-        grant.choices = [(p, p) for p in plugin.permissions]
-        self.fields["grant"].help_text = "Tick what you approve; a call without its permission rejects the " \
-                                         "plugin's promise and the chain keeps running."
+        grant.choices = grant_choices(plugin.permissions, plugin.host_members)
+        grant.initial = list(plugin.permissions)   # ticked: installing is the consent; untick to leave one out
+        grant.help_text = GRANT_HELP
         self.add_settings_fields(plugin.settings_schema, plugin_settings.defaults(plugin.settings_schema))
 
 
@@ -95,8 +96,7 @@ def catalog_detail(model_admin, request, slug):
             form.add_error(None, str(exc.detail))
         else:
             model_admin.log_addition(request, installation, [{"added": {}}])
-            messages.success(request, f"Installed {plugin.name} in {installation.account}: it now runs at the end "
-                                      f"of the {', '.join(plugin.hooks)} chain{'s' if len(plugin.hooks) > 1 else ''}.")
+            messages.add_message(request, *installed_message(installation))
             return HttpResponseRedirect(reverse("admin:plugins_app_installation_change", args=[installation.pk]))
     context = {
         **model_admin.admin_site.each_context(request),

@@ -75,7 +75,7 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
     """Entries are created by installing and removed by uninstalling; here they are only moved."""
 
     auditor_visible = False
-    list_display = ["place", "plugin_name", "kind", "state", "runs_when", "granted"]
+    list_display = ["place", "plugin_name", "move", "kind", "state", "runs_when", "granted"]
     list_filter = [AccountFilter, HookFilter]
     list_select_related = ["installation__plugin", "account"]
     list_per_page = 1000   # the drag-and-drop page must hold the whole chain
@@ -164,6 +164,15 @@ class ChainEntryAdmin(SortableAdminMixin, AccountScopedAdmin):
     @admin.display(description="#")
     def place(self, obj):
         return format_html('<span class="hub-place">{}</span>', obj.position + 1)
+
+    @admin.display(description="move")
+    def move(self, obj):
+        """The keyboard's way to reorder (drag is the mouse's): chain.js moves the row and saves the whole
+        order through the same update view, service and row lock as a drop."""
+        name = obj.installation.plugin.name
+        return format_html('<span class="hub-move-buttons"><button type="button" class="button hub-move" data-move="-1" '
+                           'aria-label="Move {} up">↑ Up</button> <button type="button" class="button hub-move" '
+                           'data-move="1" aria-label="Move {} down">↓ Down</button></span>', name, name)
 
     @admin.display(description="plugin")
     def plugin_name(self, obj):

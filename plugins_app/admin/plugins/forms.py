@@ -10,6 +10,7 @@ from django import forms
 from django.http import QueryDict
 
 from accounts.models import Account
+from plugins_app.admin.plugins.grants import GRANT_HELP, GRANT_LABEL, grant_choices
 from plugins_app.admin.plugins.settings_form import PrettyJSONField, SchemaSettingsMixin  # noqa: F401  (PrettyJSONField re-exported)
 from plugins_app.admin.scoping import editable_accounts
 from plugins_app.errors import InvalidInput
@@ -99,8 +100,9 @@ class InstallForm(AccountChoiceMixin, forms.Form):
     upload = forms.FileField(required=False, label="…or upload a file",
                              help_text="A .ts or .js file; it replaces the pasted source and sets the language.")
     typecheck = typecheck_field()
-    grant = GrantField(choices=PERMISSION_CHOICES, required=False,
-                                      widget=forms.CheckboxSelectMultiple, label="Grant permissions")
+    # The help is given here: a bound field copies it when first built, before show_compiled runs.
+    grant = GrantField(choices=PERMISSION_CHOICES, required=False, widget=forms.CheckboxSelectMultiple,
+                       label=GRANT_LABEL, help_text=GRANT_HELP)
     reviewed = forms.CharField(required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args, request, **kwargs):
@@ -133,14 +135,16 @@ class InstallForm(AccountChoiceMixin, forms.Form):
         return data
 
     def show_compiled(self, compiled: dict) -> None:
-        """Re-render for review: the permissions it asks for become the only grant choices."""
+        """Re-render for review: the permissions it asks for become the only grant choices, each naming
+        the calls that need it. The first review ticks them all (installing is the consent, as an app
+        store's install screen is); a later one keeps what the admin left ticked."""
         data = self._keep_source()
+        if not self.cleaned_data.get("reviewed"):
+            data.setlist("grant", list(compiled["permissions"]))
         data["reviewed"] = self.digest
         grant = self.fields["grant"]
         assert isinstance(grant, forms.MultipleChoiceField)
-        grant.choices = [(p, p) for p in compiled["permissions"]]
-        grant.help_text = ("Tick what you approve. A call without its permission rejects the "
-                           "plugin's promise; the chain keeps running.")
+        grant.choices = grant_choices(compiled["permissions"], compiled["host_members"])
 
     def add_compile_errors(self, errors: list[dict]) -> None:
         self._keep_source()

@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from plugins_app.admin.audit.latency import installation_latency_link
 from plugins_app.admin.plugins.catalog import catalog_detail, catalog_page, schema_rows
 from plugins_app.admin.plugins.forms import InstallationChangeForm, InstallForm
+from plugins_app.admin.plugins.grants import installed_message
 from plugins_app.admin.plugins.starters import completions, starters
 from plugins_app.admin.scoping import AccountScopedAdmin, admin_account_ids, is_operator, per_object_action
 from plugins_app.errors import CompileFailed, Conflict, HubError, InvalidInput
@@ -209,9 +210,7 @@ class InstallationAdmin(AccountScopedAdmin):
                         data["account"], name=data["name"], source=data["source"], language=data["language"],
                         description=data["description"], grant=data["grant"], typecheck=data["typecheck"])
                     self.log_addition(request, installation, [{"added": {}}])
-                    messages.success(request, f"Installed {installation.plugin.name} in {installation.account}: "
-                                              f"it now runs at the end of the {', '.join(installation.plugin.hooks)} "
-                                              f"chain{'s' if len(installation.plugin.hooks) > 1 else ''}.")
+                    messages.add_message(request, *installed_message(installation))
                     return HttpResponseRedirect(reverse("admin:plugins_app_installation_change",
                                                         args=[installation.pk]))
                 compiled = plugins.compile_source(data["source"], data["language"], typecheck=data["typecheck"],

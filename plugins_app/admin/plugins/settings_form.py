@@ -13,8 +13,10 @@ from plugins_app.services.plugins import settings as plugin_settings
 
 PREFIX = "setting_"
 FORM, JSON = "form", "json"
-# What a required setting without a default shows as an example (never submitted for the user).
-EXAMPLES = {"time": "22:00", "timeZone": "Europe/Berlin", "regex": "sk-[A-Za-z0-9]{20,}"}
+# What a required setting without a default shows as an example (never submitted for the user). "e.g."
+# and the placeholder style (admin.css) keep it from reading as a value already filled in.
+EXAMPLES = {"time": "e.g. 22:00", "timeZone": "Europe/Berlin", "regex": "e.g. sk-[A-Za-z0-9]{20,}",
+            "secretName": "e.g. SLACK_TOKEN"}
 
 
 class PrettyJSONField(forms.JSONField):
@@ -44,7 +46,8 @@ def field_for(key: str, spec: dict) -> forms.Field:
     help_text = spec.get("description", "")
     if "default" in spec:
         help_text += f" Default: {json.dumps(spec['default'], ensure_ascii=False)}."
-    common = {"label": key, "help_text": help_text.strip(), "required": spec.get("required", False)}
+    # The key as the plugin's code and the schema table write it, on every page: no capital, no colon.
+    common = {"label": key, "label_suffix": "", "help_text": help_text.strip(), "required": spec.get("required", False)}
     if kind == "boolean":
         return forms.BooleanField(**{**common, "required": False})
     if kind == "integer":
@@ -60,7 +63,7 @@ def field_for(key: str, spec: dict) -> forms.Field:
     if kind == "string" and fmt == "secretName":
         common["help_text"] = (f"{common['help_text']} The name of one of the account's secrets (Secrets page), "
                                "never the value itself.").strip()
-        return forms.CharField(max_length=64, widget=forms.TextInput(attrs={"placeholder": "SLACK_TOKEN"}), **common)
+        return forms.CharField(max_length=64, widget=forms.TextInput(attrs={"placeholder": EXAMPLES["secretName"]}), **common)
     if kind == "string":
         return forms.CharField(max_length=spec.get("maxLength", plugin_settings.MAX_STRING), strip=False, **common)
     if spec.get("choices"):
@@ -132,5 +135,12 @@ class SchemaSettingsMixin(_Form):
         key = field.split(".", 1)[1].split("[", 1)[0] if field.startswith("settings.") else ""
         json_mode = self.cleaned_data.get("settings_mode") == JSON
         target = PREFIX + key if key in self.settings_schema and not json_mode else "settings_json"
-        message = str(exc.detail)
-        self.add_error(target, message if target != "settings_json" or not key else f"{key}: {message}")
+        # The service's message starts with the field it names ("settings.end: expected …"); beside the
+        # setting that is said already, so only the part below the setting (an item's index) is kept.
+        message = str(exc.detail).removeprefix(f"{field}: ")
+        inner = field.removeprefix(f"settings.{key}") if key else ""
+        if target == "settings_json" and key:
+            message = f"{key}{inner}: {message}"
+        elif inner:
+            message = f"{inner.lstrip('.')}: {message}"
+        self.add_error(target, message)

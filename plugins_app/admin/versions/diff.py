@@ -118,6 +118,9 @@ def side_by_side(old: str, new: str, old_label: str, new_label: str) -> SafeStri
     note = "" if result.smallest else format_html(
         '<p class="hub-diff-whole">These versions differ in too many places to find the smallest diff here: '
         "the changed region is shown whole.</p>")
-    return format_html('{}<table class="diff" id="hub-line-diff"><thead><tr><th colspan="2">{}</th>'
-                       '<th colspan="2">{}</th></tr></thead><tbody>{}</tbody></table>', note, old_label,
+    # The columns are declared so a fixed layout gives the code, not the line numbers, the width.
+    columns = mark_safe('<colgroup><col class="hub-diff-number"><col class="hub-diff-code">'
+                        '<col class="hub-diff-number"><col class="hub-diff-code"></colgroup>')
+    return format_html('{}<table class="diff" id="hub-line-diff">{}<thead><tr><th colspan="2">{}</th>'
+                       '<th colspan="2">{}</th></tr></thead><tbody>{}</tbody></table>', note, columns, old_label,
                        new_label, body)

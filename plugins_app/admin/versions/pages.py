@@ -17,11 +17,13 @@ from plugins_app.admin.scoping import ReadOnlyAccountScopedAdmin, admin_account_
 from plugins_app.admin.versions.diff import diff_html, side_by_side
 from plugins_app.admin.versions.forms import DraftForm
 from plugins_app.errors import CompileFailed, HubError
-from plugins_app.models import Installation, PluginVersion
+from plugins_app.models import CancelLog, Installation, PluginVersion
 from plugins_app.runtime.matching import words
 from plugins_app.services.versions import check as checks
 from plugins_app.services.versions import releases as versions
 from plugins_app.services.versions import shadow
+
+REPLAY_LINKS = 5   # recorded cancels linked beside each draft (the cancel log has the rest)
 
 
 def may_deploy(request, installation: Installation) -> bool:
@@ -43,6 +45,14 @@ def matcher_diff(older: PluginVersion, newer: PluginVersion) -> dict:
     old = "\n".join(words.lines(older.hooks, older.matchers or {}))
     new = "\n".join(words.lines(newer.hooks, newer.matchers or {}))
     return {"matchers_old": old, "matchers_new": new, "matcher_diff": diff_html(old, new) if old != new else None}
+
+
+def replayable_cancels(installation: Installation, rows) -> list[CancelLog]:
+    """The account's latest recorded cancels on the hooks these versions define: what a draft can be
+    replayed on before it is deployed."""
+    hooks = sorted({hook for row in rows for hook in row.hooks})
+    return list(CancelLog.objects.filter(account_id=installation.account_id, hook__in=hooks)
+                .order_by("-created_at", "-id")[:REPLAY_LINKS * max(len(hooks), 1)])
 
 
 @admin.register(PluginVersion)
@@ -100,8 +110,12 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
     def installation_view(self, request, installation_id, draft_form=None):
         installation = self._installation(request, installation_id)
         rows = list(installation.versions.order_by("-number"))
+        was_live = versions.was_live(installation)
+        cancels = replayable_cancels(installation, rows)
         for row in rows:
             row.not_granted = versions.not_granted(installation, row)  # type: ignore[attr-defined]  # for the template beside the row; not a model field
+            row.was_live = row.number in was_live and row.number != installation.live_version  # type: ignore[attr-defined]  # as above
+            row.cancels = [c for c in cancels if c.hook in row.hooks][:REPLAY_LINKS]  # type: ignore[attr-defined]  # as above
         report = shadow.report(installation.account, installation.pk)
         deployer = may_deploy(request, installation) and not installation.plugin.is_official
         context = {
@@ -117,6 +131,7 @@ class PluginVersionAdmin(ReadOnlyAccountScopedAdmin):
             "starters": starters(),
             "completions": completions(),
             "deploys": versions.deploy_history(installation)[:50],
+            "rollback_to": versions.rollback_target(installation),
             "shadow": report,
             "shadow_since": parse_datetime(report["since"]) if report["since"] else None,
             "check_calls": checks.DEFAULT_CALLS,

@@ -9,7 +9,7 @@ from django.template.response import TemplateResponse
 
 from plugins_app.admin.scoping import admin_account_ids, is_operator
 from plugins_app.errors import HubError
-from plugins_app.models import CancelLog, PluginVersion
+from plugins_app.models import CancelLog, Installation, PluginVersion
 from plugins_app.services.versions import replay
 
 
@@ -27,6 +27,8 @@ def replay_view(model_admin, request, object_id):
                "title": f"Replay: {entry.hook} cancelled by {entry.plugin_slug}", "drafts": drafts,
                "context_text": json.dumps(entry.context, indent=2, ensure_ascii=False, sort_keys=True),
                "may_read_live": _administers(request, entry.account_id)}
+    # ?draft=<installation>:<number> comes from a draft's row on the versions page: it is chosen already.
+    context["chosen"] = request.GET.get("draft", "")
     if request.method == "POST":
         chosen = request.POST.get("draft", "")
         installation_id, _, number = chosen.partition(":")
@@ -36,9 +38,22 @@ def replay_view(model_admin, request, object_id):
                                                  version=number or None,
                                                  live_reads=context["may_read_live"] and "live_reads" in request.POST)
             context["result"] = replay.as_dict(outcome)
+            context["replayed_version"] = _replayed_version(context["result"])
         except HubError as exc:
             context["error"] = str(exc.detail)
     return TemplateResponse(request, "admin/plugins_app/cancellog/replay.html", context)
+
+
+def _replayed_version(result: dict) -> int | None:
+    """The version of the plugin that cancelled the replay: the draft's when it was the draft, else the
+    version its installation runs now (both sides of the page name theirs)."""
+    cancellation, draft = result["replayed"]["cancellation"], result["draft"]
+    if cancellation is None:
+        return None
+    if draft and str(draft.get("installationId")) == str(cancellation["installationId"]):
+        return draft.get("version")
+    installation = Installation.objects.filter(pk=cancellation["installationId"]).only("live_version").first()
+    return installation.live_version if installation else None
 
 
 def _administers(request, account_id: int) -> bool:

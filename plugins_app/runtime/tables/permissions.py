@@ -38,3 +38,12 @@ def secret_permissions(source: str) -> list[str]:
 
 def is_secret_permission(permission: str) -> bool:
     return SECRET_PERMISSION.fullmatch(permission) is not None
+
+
+def calls_needing(permission: str, members: Iterable[str]) -> list[str]:
+    """What stops working without `permission`, as `host.*` calls among `members` (the ones the code
+    makes); a secret's permission is needed by the `{{secret.NAME}}` placeholder host.fetch fills."""
+    match = SECRET_PERMISSION.fullmatch(permission)
+    if match:
+        return [f"{{{{secret.{match.group(1)}}}}} in host.fetch"]
+    return [f"host.{m}" for m in members if permission_for(m) == permission]

@@ -12,6 +12,9 @@ from plugins_app.runtime.environment import Env
 @dataclass(frozen=True)
 class HostConfig:
     fetch_allow_private: bool = False   # host.fetch refuses loopback, private and metadata addresses unless on
+    # A development server's refusal also says how to allow them (a production one does not point
+    # plugin authors at an operator's switch).
+    fetch_explain_private: bool = False
     fetch_max_bytes: int = 1024 * 1024
     fetch_timeout_seconds: float = 5.0
     # The platform bridge connects only to these host names (".example.com" takes subdomains),
@@ -29,6 +32,7 @@ class HostConfig:
         env = Env(environ)
         return cls(
             fetch_allow_private=env.flag("HUB_FETCH_ALLOW_PRIVATE", False),
+            fetch_explain_private=debug,
             fetch_max_bytes=env.integer("HUB_FETCH_MAX_BYTES", 1024 * 1024, minimum=1),
             fetch_timeout_seconds=env.number("HUB_FETCH_TIMEOUT_SECONDS", 5.0),
             # A development server allows loopback unless the variable says otherwise.

@@ -13,19 +13,35 @@ from plugins_app.services.host import outbound, ssrf
 from plugins_app.services.secrets.egress import substitute
 from plugins_app.services.secrets.hosts import Target
 
+PRIVATE_HINT = ("; on a development server, start it with HUB_FETCH_ALLOW_PRIVATE=1 (HUB_FETCH_ALLOW_PRIVATE=1 make run) "
+                "to let plugins reach loopback and private addresses")
+
+
+def explained(exc: ssrf.Refused) -> ssrf.Refused:
+    """A refused address, with how a developer allows it when this is a development server."""
+    if isinstance(exc, ssrf.Unresolved) or not settings.HUB_HOST.fetch_explain_private:
+        return exc
+    return ssrf.Refused(f"{exc}{PRIVATE_HINT}")
+
 
 def hub_rules() -> outbound.Rules:
     """The hub's own: public addresses only (unless HUB_FETCH_ALLOW_PRIVATE), its time and size caps."""
     allow_private = settings.HUB_HOST.fetch_allow_private
-    return outbound.Rules(lambda host, port: ssrf.checked_addresses(host, port, allow_private=allow_private),
-                          min(settings.HUB_HOST.fetch_timeout_seconds, 5.0), settings.HUB_HOST.fetch_max_bytes)
+
+    def check(host: str, port: int):
+        try:
+            return ssrf.checked_addresses(host, port, allow_private=allow_private)
+        except ssrf.Refused as exc:
+            raise explained(exc) from None
+
+    return outbound.Rules(check, min(settings.HUB_HOST.fetch_timeout_seconds, 5.0), settings.HUB_HOST.fetch_max_bytes)
 
 
 parse_url = outbound.parse_url   # the URL's rules are the same for every way host.fetch is made
 
 
 def refused(exc: ssrf.Refused) -> HostError:
-    return HostError(f"host.fetch refused: {exc}")
+    return HostError(f"host.fetch refused: {explained(exc)}")
 
 
 def payload_of(body: str | bytes | None) -> bytes | None:

@@ -100,8 +100,9 @@ def format_entry(target: Target) -> str:
     return target.host if (target.scheme, target.port) == ("https", 443) else str(target)
 
 
-def normalize_hosts(entries) -> list[str]:
-    """The allowedHosts list checked: 1 to MAX_HOSTS valid entries, without repeats."""
+def normalize_hosts(entries, places: list[str] | None = None) -> list[str]:
+    """The allowedHosts list checked: 1 to MAX_HOSTS valid entries, without repeats. A bad entry is named
+    by its place: `places[i]` when given (the admin's "line 3"), else the array's "item i"."""
     if not isinstance(entries, list) or not entries:
         raise ValueError("expected a non-empty array of hosts (a secret must be sendable somewhere)")
     if len(entries) > MAX_HOSTS:
@@ -111,7 +112,8 @@ def normalize_hosts(entries) -> list[str]:
         try:
             clean.append(format_entry(parse_entry(entry)))
         except ValueError as exc:
-            raise ValueError(f"item {i}: {exc}") from None
+            place = places[i] if places and i < len(places) else f"item {i}"
+            raise ValueError(f"{place}: {exc}") from None
     return list(dict.fromkeys(clean))
 
 

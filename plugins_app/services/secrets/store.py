@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 
 from accounts.models import Account
 from plugins_app.errors import InvalidInput, NotFound, PayloadTooLarge
-from plugins_app.models import AccountChange, Secret
+from plugins_app.models import AccountChange, Installation, Secret
 from plugins_app.models.secrets import MAX_VALUE_BYTES, NAME_PATTERN
 from plugins_app.services.audit import changes
 from plugins_app.services.secrets.hosts import normalize_hosts
@@ -41,9 +41,9 @@ def check_value(value) -> str:
     return value
 
 
-def check_hosts(hosts) -> list[str]:
+def check_hosts(hosts, places: list[str] | None = None) -> list[str]:
     try:
-        return normalize_hosts(hosts)
+        return normalize_hosts(hosts, places)
     except ValueError as exc:
         raise InvalidInput("allowedHosts", str(exc)) from None
 
@@ -125,6 +125,14 @@ def delete_secret(account, name) -> None:
     changes.record(account.pk, AccountChange.Action.SECRET_DELETE, f"deleted secret {secret.name}",
                    before=_shown(secret))
     secret.delete()
+
+
+def granted_to(secret: Secret) -> list[Installation]:
+    """The account's installations granted this secret (secret:NAME), by plugin name."""
+    permission = f"secret:{secret.name}"
+    installations = Installation.objects.filter(account_id=secret.account_id).select_related("plugin")
+    return sorted((i for i in installations if permission in (i.granted_permissions or ())),
+                  key=lambda i: i.plugin.name)
 
 
 def secrets_named(account_id: int, names) -> dict[str, Secret]:

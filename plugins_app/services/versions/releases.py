@@ -130,14 +130,24 @@ def rollback(account, installation_id, *, grant=None) -> tuple[Installation, Plu
     are passed over)."""
     installation = plugins.get_installation(account, installation_id)
     _require_own_code(installation)
-    was_live = {number for row in deploy_history(installation)
-                if isinstance(row.after, dict) and isinstance(number := row.after.get("version"), int)}
-    previous = (installation.versions.filter(number__lt=installation.live_version or 0, number__in=was_live)
-                .order_by("-number").first())
+    previous = rollback_target(installation)
     if previous is None:
         raise Conflict(f"{installation.plugin.slug} runs version {installation.live_version}; "
                        "there is no earlier version to roll back to")
     return deploy(account, installation_id, previous.number, grant=grant)
+
+
+def was_live(installation: Installation) -> set[int]:
+    """The numbers of the versions that have run as the installation's live code, the live one included."""
+    numbers = {number for row in deploy_history(installation)
+               if isinstance(row.after, dict) and isinstance(number := row.after.get("version"), int)}
+    return numbers | ({installation.live_version} if installation.live_version else set())
+
+
+def rollback_target(installation: Installation) -> PluginVersion | None:
+    """What rollback() would deploy: the newest earlier version that was live; None when there is none."""
+    return (installation.versions.filter(number__lt=installation.live_version or 0, number__in=was_live(installation))
+            .order_by("-number").first())
 
 
 def deploy_history(installation: Installation):

@@ -134,11 +134,28 @@ def test_the_guard_refuses_loopback_private_and_metadata_addresses(site, url, re
     assert site.requests == []
 
 
-def test_the_guard_reaches_the_plugin_as_a_rejected_promise(api_client, install, site):
+def test_the_guard_reaches_the_plugin_as_a_rejected_promise(api_client, install, site, settings):
+    settings.HUB_HOST = replace(settings.HUB_HOST, fetch_explain_private=False)   # as in production (DEBUG off)
     install(reporter("systemPrompt", f"host.fetch('http://localhost:{site.port}/json')"), grant=FETCH)
     error = json.loads(execute(api_client, "systemPrompt", PROMPT)["value"])["error"]
     assert "host.fetch refused: localhost (resolves to 127.0.0.1) is a loopback address" in error
+    assert "HUB_FETCH_ALLOW_PRIVATE" not in error   # production: no operator switch named to plugin authors
     assert site.requests == []
+
+
+def test_a_development_servers_refusal_says_how_to_allow_loopback(api_client, install, site, settings):
+    # Under `make run` (DEBUG) a developer trying a local server learns the switch; a production
+    # server's refusal (the test above) does not name it.
+    settings.HUB_HOST = replace(settings.HUB_HOST, fetch_explain_private=True)
+    with pytest.raises(HostError, match="loopback address.*HUB_FETCH_ALLOW_PRIVATE=1 make run"):
+        fetch_url(f"http://127.0.0.1:{site.port}/json")
+    install(reporter("systemPrompt", f"host.fetch('http://localhost:{site.port}/json')"), grant=FETCH)
+    error = json.loads(execute(api_client, "systemPrompt", PROMPT)["value"])["error"]
+    assert "is a loopback address" in error and "HUB_FETCH_ALLOW_PRIVATE=1" in error
+    assert site.requests == []
+    with pytest.raises(HostError) as unresolved:   # a name that does not resolve has nothing to allow
+        fetch_url("http://no-such-host.invalid/")
+    assert "HUB_FETCH_ALLOW_PRIVATE" not in str(unresolved.value)
 
 
 def test_a_name_is_refused_when_any_of_its_addresses_is_private(monkeypatch):

@@ -316,3 +316,32 @@ def test_the_install_page_checks_types_by_default_and_marks_a_type_error(login, 
     assert "SystemPromptContext" in error["message"] and 'name="_install"' not in checked.content.decode()
     unticked = client.post(ADD, {**form(account, source=typo, language="typescript"), "_check": "1"})
     assert 'name="_install"' in unticked.content.decode()   # only transpiled, as before
+
+
+def test_the_review_ticks_what_the_code_needs_and_the_message_says_what_fails_without_it(login, account):
+    # Issue 44 item 6: the review offers each permission with the calls that need it, ticked; an install
+    # that leaves one out says which calls fail until it is granted, instead of "it now runs".
+    client = login(account.name, "alice", "admin")
+    checked = client.post(ADD, {**form(account), "_check": "1"})
+    assert checked.context["form"].data.getlist("grant") == ["host:fetch"]
+    page = checked.content.decode()
+    assert "Permissions it needs" in page and "host:fetch: for host.fetch" in page
+    assert 'value="host:fetch"\n' not in page and "checked" in page.split('value="host:fetch"')[1][:40]
+    # "Check again" keeps the admin's choice: unticked stays unticked.
+    again = client.post(ADD, {**form(account, reviewed=reviewed_digest(checked)), "_check": "1"})
+    assert again.context["form"].data.getlist("grant") == []
+    installed = client.post(ADD, {**form(account, reviewed=reviewed_digest(checked)), "_install": "1"}, follow=True)
+    text = [str(m) for m in installed.context["messages"]]
+    assert len(text) == 1 and "not granted host:fetch (host.fetch)" in text[0]
+    assert "fail until you grant" in text[0] and "now runs" not in text[0]
+    assert Installation.objects.get(plugin__name="Checker").granted_permissions == []
+
+
+def test_an_install_with_everything_granted_says_it_runs(login, account):
+    client = login(account.name, "alice", "admin")
+    checked = client.post(ADD, {**form(account), "_check": "1"})
+    installed = client.post(ADD, {**form(account, reviewed=reviewed_digest(checked), grant=["host:fetch"]),
+                                  "_install": "1"}, follow=True)
+    text = [str(m) for m in installed.context["messages"]]
+    assert text == [f"Installed Checker in {account} at the end of the systemPrompt, todoAdded chains: it runs "
+                    "from the next call."]

@@ -26,7 +26,7 @@ def soup_of(response):
 def test_the_form_follows_the_schema(admin_client):
     soup = soup_of(admin_client.get(DETAIL))
     start = soup.select_one('input[name="setting_start"]')
-    assert start["type"] == "text" and start["placeholder"] == "22:00" and start.has_attr("required")
+    assert start["type"] == "text" and start["placeholder"] == "e.g. 22:00" and start.has_attr("required")
     assert soup.select_one('label[for="id_setting_start"]').select_one(".hub-required")
     assert not soup.select_one('label[for="id_setting_timeZone"] .hub-required')
     assert soup.select_one('select[name="setting_timeZone"] option[selected]')["value"] == "UTC"
@@ -52,7 +52,9 @@ def test_required_settings_left_empty_are_flagged_and_nothing_installs(admin_cli
 def test_a_service_complaint_lands_on_its_setting(admin_client, account):
     response = admin_client.post(DETAIL, {**WINDOW, "account": account.pk, "setting_end": "24:30"})
     soup = soup_of(response)
-    assert "expected a 24-hour time HH:MM" in soup.select_one(".field-setting_end .errorlist").get_text()
+    error = soup.select_one(".field-setting_end .errorlist").get_text()
+    assert "expected a 24-hour time HH:MM" in error
+    assert "settings.end" not in error and not error.startswith("end")   # the label beside it names the setting
     assert not soup.select_one(".field-setting_start .errorlist")
     assert not Installation.objects.exists()
 
@@ -85,3 +87,25 @@ def test_the_json_view_still_installs(admin_client, account):
                                           "settings_json": '{"start": "01:00", "end": "02:00"}'})
     assert response.status_code == 302
     assert Installation.objects.get().settings["kinds"] == ["cron_job", "heartbeat"]
+
+
+def test_the_json_view_names_the_setting_once(admin_client, account):
+    response = admin_client.post(DETAIL, {"account": account.pk, "settings_mode": "json",
+                                          "settings_json": '{"start": "01:00", "end": "24:30"}'})
+    error = soup_of(response).select_one(".field-settings_json .errorlist").get_text()
+    assert error.startswith("end: expected a 24-hour time") and "settings.end" not in error
+
+
+def test_labels_and_chain_places_read_the_same_on_every_page(admin_client, account):
+    # Issue 44 item 10: the catalog said "TimeZone", the installation page "timeZone:"; the installation
+    # page counted chain places from 1 and its delete page from 0.
+    catalog_label = soup_of(admin_client.get(DETAIL)).select_one('label[for="id_setting_timeZone"]').get_text()
+    assert catalog_label.strip() == "timeZone"
+    assert admin_client.post(DETAIL, {**WINDOW, "account": account.pk}).status_code == 302
+    installation = Installation.objects.get()
+    change = soup_of(admin_client.get(reverse("admin:plugins_app_installation_change", args=[installation.pk])))
+    assert change.select_one('label[for="id_setting_timeZone"]').get_text().strip() == "timeZone"
+    places = [a.get_text() for a in change.select(".field-chain_places a.hub-tag")]
+    delete = admin_client.get(reverse("admin:plugins_app_installation_delete", args=[installation.pk]))
+    assert places and all(f"{place}:" in delete.content.decode() for place in places)
+    assert all(place.endswith("#1") for place in places)

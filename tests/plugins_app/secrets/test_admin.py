@@ -101,3 +101,36 @@ def test_the_form_says_an_entry_binds_scheme_and_port_and_keeps_them(login, acco
     assert added.status_code == 302
     assert Secret.objects.get().allowed_hosts == ["api.example.com", "http://127.0.0.1:8080",
                                                   "https://api.example.com:8443"]
+
+
+def test_every_problem_shows_at_once_and_a_valid_value_is_kept(login, account):
+    # Issue 44 item 7: one submit names every bad field; a bad host is named by its line; a lower-case
+    # name says what a name is; the value typed stays when only other fields were refused.
+    client = login(account.name, "alice", "admin")
+    answer = client.post(ADD, form(account, name="token", allowed_hosts="api.example.com\n\nhttps://b.example.com/x"))
+    assert answer.status_code == 200
+    errors = answer.context["adminform"].form.errors
+    assert set(errors) == {"name", "allowed_hosts"}
+    assert "is not a secret name: an upper-case letter" in errors["name"][0]
+    assert errors["allowed_hosts"][0].startswith("line 3: ") and "item" not in errors["allowed_hosts"][0]
+    page = answer.content.decode()
+    assert f'value="{VALUE}"' in page and "Enter a valid value" not in page
+    both = client.post(ADD, form(account, name="token", new_value="short"))
+    assert set(both.context["adminform"].form.errors) == {"name", "new_value"}
+    assert 'value="short"' not in both.content.decode()
+    assert not Secret.objects.exists()
+
+
+def test_the_list_shows_who_is_granted_in_one_date_format_and_a_lone_account_is_chosen(login, account, install):
+    secret, _ = store.set_secret(account, "TOKEN", value=VALUE, allowed_hosts=["api.example.com"])
+    granted = install("globalThis.middleware.systemPrompt = async (c) => c.systemPrompt; // {{secret.TOKEN}}",
+                      grant=["secret:TOKEN"])
+    install("globalThis.middleware.systemPrompt = async (c) => c.systemPrompt;")
+    client = login(account.name, "alice", "admin")
+    listing = client.get("/admin/plugins_app/secret/").content.decode()
+    row = listing[listing.index("TOKEN"):listing.index("</tr>", listing.index("TOKEN"))]
+    assert f"/admin/plugins_app/installation/{granted.pk}/change/" in row and row.count("installation/") == 1
+    stamp = f"{secret.updated_at:%Y-%m-%d %H:%M} UTC"
+    assert row.count(stamp) == 2 and "p.m." not in row and "a.m." not in row
+    add = client.get(ADD)
+    assert add.context["adminform"].form.fields["account"].initial == account.pk
