@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from hub_cli import applying, config, files, planning, shortcuts
+from hub_cli import __version__, applying, config, files, planning, shortcuts
 from hub_cli import tail as tailing
 from hub_cli.client import ApiError, Client
 
@@ -53,6 +53,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Machine-read
 
 
 @click.group()
+@click.version_option(__version__, "--version", prog_name="hub", message="%(prog)s %(version)s")
 @click.option("--profile", help="A section of the profile file (default: HUB_PROFILE or 'default').")
 @click.pass_context
 def cli(click_ctx: click.Context, profile: str | None) -> None:
