@@ -67,7 +67,7 @@ def _new_version(client: Client, wanted: DesiredPlugin, installation_id: str) ->
     """Deploy the files' code: an earlier version with exactly that code is redeployed, otherwise a new
     version is saved and deployed; no version is ever overwritten, so rollback keeps working."""
     versions = client.get(f"plugins/{installation_id}/versions")["versions"]
-    same = [v for v in versions if v["source"] == wanted.source and v["language"] == wanted.language]
+    same = [v for v in versions if planning.same_code(wanted.source, wanted.language, v)]
     version = same[0] if same else client.post(f"plugins/{installation_id}/versions", {
         "source": wanted.source, "language": wanted.language, "note": f"hub apply ({wanted.source_file})"})
     grant = [g for g in wanted.granted if g in version["permissions"]]

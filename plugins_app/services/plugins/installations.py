@@ -10,6 +10,7 @@ from django.utils.text import slugify
 from accounts.services import lock_account
 from plugins_app.errors import CompileFailed, Conflict, InvalidInput, TypeCheckFailed
 from plugins_app.models import AccountChange, Installation, Plugin, PluginVersion
+from plugins_app.runtime.source_text import normalised_source
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
 from plugins_app.runtime.tables.permissions import derive_permissions, secret_permissions
 from plugins_app.services.audit import changes
@@ -26,10 +27,13 @@ LANGUAGES = ("typescript", "javascript")
 
 
 def compile_source(source: str, language: str, *, typecheck: bool = False) -> dict:
-    """Transpile and load the source once; return code, hooks, host members and permissions.
+    """Transpile and load the source once; return the source as kept (LF line endings, a final newline),
+    code, hooks, host members and permissions. Every way code enters (the admin's editor, the API, the
+    CLI, the catalog) passes here, so the same code is stored, hashed and diffed the same.
     `typecheck` also checks a TypeScript source's types against the SDK (TypeCheckFailed)."""
     if not isinstance(source, str) or not source.strip():
         raise InvalidInput("source", "the plugin's source is empty")
+    source = normalised_source(source)
     if len(source) > MAX_SOURCE_CHARS:
         raise InvalidInput("source", f"{len(source)} characters is over the {MAX_SOURCE_CHARS} character (2 MiB) limit")
     if language not in LANGUAGES:
@@ -48,6 +52,7 @@ def compile_source(source: str, language: str, *, typecheck: bool = False) -> di
         raise CompileFailed([{"message": "the plugin defines no hooks: assign handlers to "
                                          "globalThis.middleware.<hook>", "line": 1, "column": 1}])
     return {
+        "source": source,
         "compiled_js": result["code"],
         "code_hash": hashlib.sha256(result["code"].encode()).hexdigest(),
         "hooks": [h for h in HOOK_NAMES if h in result["hooks"]],
@@ -80,7 +85,7 @@ def _check_grant(plugin: Plugin, grant, installation: Installation | None = None
 
 
 def install_plugin(account, *, name: str, source: str, language: str = "typescript",
-                   description: str = "", grant=None, typecheck: bool = False) -> Installation:
+                   description: str = "", grant=None, typecheck: bool = False, enabled: bool = True) -> Installation:
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput("name", "a plugin needs a name")
     slug = slugify(name)[:100]
@@ -93,27 +98,29 @@ def install_plugin(account, *, name: str, source: str, language: str = "typescri
         with transaction.atomic():
             lock_account(account.pk)   # before any write: every writer of the account's chains queues here
             plugin = Plugin.objects.create(account=account, name=name.strip()[:100], slug=slug,
-                                           description=description or "", language=language,
-                                           source=source, **compiled)
-            return install_existing(account, plugin, grant=grant)
+                                           description=description or "", language=language, **compiled)
+            return install_existing(account, plugin, grant=grant, enabled=enabled)
     except IntegrityError:
         raise Conflict(f"a plugin named {slug!r} is already installed in this account") from None
 
 
 @transaction.atomic
-def install_existing(account, plugin: Plugin, *, grant=None, settings=None) -> Installation:
+def install_existing(account, plugin: Plugin, *, grant=None, settings=None, enabled: bool = True) -> Installation:
     """Install a plugin that is already stored (one of the account's, or an official one)."""
     lock_account(account.pk)
     granted = _check_grant(plugin, grant)
     if Installation.objects.filter(account=account, plugin=plugin).exists():
         raise Conflict(f"{plugin.slug} is already installed in this account")
-    installation = Installation.objects.create(account=account, plugin=plugin,
+    if not isinstance(enabled, bool):
+        raise InvalidInput("enabled", "expected true or false")
+    installation = Installation.objects.create(account=account, plugin=plugin, enabled=enabled,
                                                granted_permissions=granted, settings=settings or {})
     chains.append_to_chains(installation, plugin.hooks)
     chains.mark_changed(account.pk)
     record_installed(installation)
     changes.record(account.pk, AccountChange.Action.INSTALL, f"installed {plugin.slug}", installation=installation,
-                   after={"version": installation.live_version, "hooks": plugin.hooks, "granted": granted})
+                   after={"version": installation.live_version, "hooks": plugin.hooks, "granted": granted,
+                          "enabled": enabled})
     return installation
 
 
