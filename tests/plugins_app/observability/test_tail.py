@@ -91,9 +91,9 @@ def test_a_run_becomes_run_log_warning_and_cancel_events_while_tailed(tmp_path, 
         subscription.close()
         tail.reset_channel()
     assert [(e["type"], e["plugin"]) for e in events] == [
-        ("run", "logger"), ("log", "logger"), ("run", "broken"), ("warning", "broken"), ("run", "gate"),
+        ("log", "logger"), ("run", "logger"), ("run", "broken"), ("warning", "broken"), ("run", "gate"),
         ("cancel", "gate")]
-    assert events[0]["version"] == 4 and events[1]["message"] == "hi" and events[5]["reason"] == "no"
+    assert events[1]["version"] == 4 and events[0]["message"] == "hi" and events[5]["reason"] == "no"
     assert events[3]["message"].startswith("TypeError")
 
 
