@@ -125,4 +125,9 @@ def _located(desired: Desired, change: planning.Change, exc: ApiError) -> Except
     head, _, rest = api_field.partition(".")
     local = _FIELDS.get(head, "")
     field_path = ".".join(p for p in (f"plugins.{change.target}", local, rest if local else "") if p)
-    return desired.error(field_path, f"{change.summary.lstrip('+~- ')}: {exc.message}")
+    # The file, line and field path already say where: the message says only what is wrong, once (the
+    # hub's message may start with its own name for the field).
+    message = exc.message
+    for prefix in filter(None, (exc.field, api_field)):
+        message = message.removeprefix(f"{prefix}: ")
+    return desired.error(field_path, message if local else f"{change.summary.lstrip('+~- ')}: {message}")
