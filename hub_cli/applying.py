@@ -67,7 +67,7 @@ def _new_version(client: Client, wanted: DesiredPlugin, installation_id: str) ->
     """Deploy the files' code: an earlier version with exactly that code is redeployed, otherwise a new
     version is saved and deployed; no version is ever overwritten, so rollback keeps working."""
     versions = client.get(f"plugins/{installation_id}/versions")["versions"]
-    same = [v for v in versions if v["source"] == wanted.source and v["language"] == wanted.language]
+    same = [v for v in versions if planning.same_code(wanted.source, wanted.language, v)]
     version = same[0] if same else client.post(f"plugins/{installation_id}/versions", {
         "source": wanted.source, "language": wanted.language, "note": f"hub apply ({wanted.source_file})"})
     grant = [g for g in wanted.granted if g in version["permissions"]]
@@ -125,4 +125,9 @@ def _located(desired: Desired, change: planning.Change, exc: ApiError) -> Except
     head, _, rest = api_field.partition(".")
     local = _FIELDS.get(head, "")
     field_path = ".".join(p for p in (f"plugins.{change.target}", local, rest if local else "") if p)
-    return desired.error(field_path, f"{change.summary.lstrip('+~- ')}: {exc.message}")
+    # The file, line and field path already say where: the message says only what is wrong, once (the
+    # hub's message may start with its own name for the field).
+    message = exc.message
+    for prefix in filter(None, (exc.field, api_field)):
+        message = message.removeprefix(f"{prefix}: ")
+    return desired.error(field_path, message if local else f"{change.summary.lstrip('+~- ')}: {message}")

@@ -27,6 +27,8 @@ from plugins_app.runtime.web.tier import Tier, tier_for
 from plugins_app.services.execution.hook_samples import example_context
 
 ACCOUNT_KEY = "hub-dev"
+# A handler's trace statuses that mean it failed; the hub warns on the same ones (services' WARNING_STATUSES).
+FAILED_STATUSES = frozenset({"error", "timeout", "malformed"})
 
 
 class DevError(Exception):
@@ -59,6 +61,11 @@ class Outcome:
     host_calls: list[dict] = field(default_factory=list)
     duration_ms: float = 0.0
 
+    @property
+    def failed(self) -> list[str]:
+        """The plugins whose handler failed (threw, timed out, answered the wrong shape)."""
+        return [t["plugin"] for t in self.trace if t["status"] in FAILED_STATUSES]
+
     def as_dict(self) -> dict:
         return {"hook": self.hook, "outcome": self.outcome, "before": self.before, "after": self.after,
                 "cancellation": self.cancellation, "trace": self.trace, "hostCalls": self.host_calls,
@@ -76,17 +83,22 @@ class Runner:
         self.tier.shutdown()
         self.supervisor.stop()
 
-    def compile(self, path: Path) -> Compiled:
-        """The server's install-time checks: it compiles, it defines hooks, each one is a hook."""
+    def compile(self, path: Path, typecheck: bool = True) -> Compiled:
+        """The server's install-time checks: it compiles (and type-checks, as the admin does by default),
+        it defines hooks, each one is a hook."""
         if path.suffix not in EXTENSIONS:
             raise DevError(f"{path}: expected a .ts or .js file")
         source = path.read_text(encoding="utf-8")
         if not source.strip():
             raise DevError(f"{path}: the file is empty")
-        result = self.tier.compile(source, EXTENSIONS[path.suffix])
+        result = self.tier.compile(source, EXTENSIONS[path.suffix], typecheck)
         if result.get("errors"):
-            first = result["errors"][0]
-            raise DevError(f"{path}:{first.get('line')}:{first.get('column')}: {first.get('message')}")
+            first, more = result["errors"][0], len(result["errors"]) - 1
+            kind = "type error" if result.get("stage") == "types" else "error"
+            also = f" (and {more} more)" if more else ""
+            hint = " (--no-typecheck runs it anyway)" if kind == "type error" else ""
+            raise DevError(f"{path}:{first.get('line')}:{first.get('column')}: {kind}: {first.get('message')}"
+                           f"{also}{hint}")
         unknown = [h for h in result["hooks"] if h not in HOOK_NAMES]
         if unknown:
             raise DevError(f"{path}: middleware.{unknown[0]} is not a hook; the hooks are: {', '.join(HOOK_NAMES)}")

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from plugins_app.runtime.source_text import normalised_source
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
 
 STATE_FILE = "hub.yaml"
@@ -120,34 +121,54 @@ def _previous_sources(directory: Path) -> set[str]:
         entry.get("source"), str)}
 
 
-def write(directory: Path, state: dict) -> list[Path]:
+@dataclass
+class Written:
+    """What an export did: every file it stands for, the ones whose bytes changed, the ones it removed."""
+    files: list[Path] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+
+    def summary(self, directory: Path) -> str:
+        if not self.written and not self.removed:
+            return f"{directory}: up to date ({len(self.files)} file(s), none changed)"
+        parts = [f"wrote {len(self.written)} of {len(self.files)} file(s)"]
+        if self.removed:
+            parts.append(f"removed {len(self.removed)}")
+        return f"{directory}: " + ", ".join(parts)
+
+
+def write(directory: Path, state: dict) -> Written:
     """Write hub.yaml and one file per custom plugin; a code file the previous hub.yaml named and the
     account no longer has goes (files it did not name are left alone)."""
     directory.mkdir(parents=True, exist_ok=True)
     previous = _previous_sources(directory)
     text = HEADER + yaml.dump(state_document(state), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
                               default_flow_style=False, width=100)
-    written = [_write_if_changed(directory / STATE_FILE, text)]
+    result = Written()
+    _write_if_changed(directory / STATE_FILE, text, result)
     plugin_dir = directory / PLUGINS_DIR
     wanted = set()
     for item in state["plugins"]:
         if not item["official"]:
             path = plugin_dir / f"{item['plugin']}{SUFFIX[item['language']]}"
             plugin_dir.mkdir(exist_ok=True)
-            written.append(_write_if_changed(path, item["source"]))
+            _write_if_changed(path, normalised_source(item["source"]), result)
             wanted.add(path.name)
     for source in previous:
         stale = directory / source
-        if stale.parent == plugin_dir and stale.name not in wanted and stale.suffix in EXTENSIONS:
-            stale.unlink(missing_ok=True)
-    return written
+        if stale.parent == plugin_dir and stale.name not in wanted and stale.suffix in EXTENSIONS and stale.exists():
+            stale.unlink()
+            result.removed.append(stale)
+    return result
 
 
-def _write_if_changed(path: Path, text: str) -> Path:
-    # An unchanged file keeps its mtime: editors and `make` see nothing happened.
-    if not path.exists() or path.read_text(encoding="utf-8") != text:
+def _write_if_changed(path: Path, text: str, result: Written) -> None:
+    # An unchanged file keeps its mtime: editors and `make` see nothing happened. Compared as bytes: a
+    # CRLF file read as text would look the same as the LF text about to replace it.
+    result.files.append(path)
+    if not path.exists() or path.read_bytes() != text.encode("utf-8"):
         path.write_text(text, encoding="utf-8", newline="")
-    return path
+        result.written.append(path)
 
 
 # --- reading ---------------------------------------------------------------------------------------
@@ -247,7 +268,7 @@ def _own_plugin(desired: Desired, where: str, plugin: DesiredPlugin, entry: dict
     if not path.is_file():
         raise desired.error(f"{where}.source", f"{source_file} does not exist")
     plugin.source_file, plugin.language = source_file, EXTENSIONS[path.suffix]
-    plugin.source = path.read_text(encoding="utf-8")
+    plugin.source = normalised_source(path.read_text(encoding="utf-8"))
 
 
 def _typed(desired: Desired, where: str, value: Any, kind: type, expected: str) -> Any:

@@ -22,14 +22,22 @@ main()
 
 
 def write_launcher(bin_dir: Path, python: str = sys.executable) -> Path:
+    if not os.path.isabs(python):
+        raise ValueError(f"the launcher's interpreter must be an absolute path, not {python!r}")
     path = bin_dir / "hub"
     path.write_text(LAUNCHER.format(python=python, root=str(ROOT)))
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
 
 
+def interpreter(bin_dir: Path) -> str:
+    """The absolute path of BIN_DIR's python (made absolute, not resolved: the venv's own path keeps the
+    venv's packages, where the symlink's target is the bare system Python). A relative `#!.venv/bin/python`
+    works only from the checkout, and a kernel reads a shebang relative to the caller's directory."""
+    candidate = bin_dir / "python"
+    return os.path.abspath(candidate if candidate.exists() else sys.executable)
+
+
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(sys.executable).parent
-    # The venv's own python path (not the resolved symlink), so the launcher keeps the venv's packages.
-    python = str(target / "python") if os.path.exists(target / "python") else sys.executable
-    print(write_launcher(target, python))
+    target = Path(os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else Path(sys.executable).parent))
+    print(write_launcher(target, interpreter(target)))

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from hub_cli import applying, config, explaining, files, planning, shortcuts
+from hub_cli import __version__, applying, config, explaining, files, planning, shortcuts
 from hub_cli import tail as tailing
 from hub_cli.client import ApiError, Client
+from hub_cli.clock import clock_time
 
 EXIT_ERROR, EXIT_CHANGES = 1, 2
 
@@ -50,9 +53,13 @@ def run(ctx: Context, action) -> Any:
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+# On by default, as in the admin: a misspelt context field is caught before the code is saved or run.
+typecheck_option = click.option("--typecheck/--no-typecheck", default=True,
+                                help="Type-check a TypeScript file against the SDK first (default: on).")
 
 
 @click.group()
+@click.version_option(__version__, "--version", prog_name="hub", message="%(prog)s %(version)s")
 @click.option("--profile", help="A section of the profile file (default: HUB_PROFILE or 'default').")
 @click.pass_context
 def cli(click_ctx: click.Context, profile: str | None) -> None:
@@ -73,8 +80,10 @@ def whoami(click_ctx: click.Context, as_json: bool) -> None:
     ctx = _ctx(click_ctx, as_json)
     target = run(ctx, lambda: config.load(ctx.profile))
     answer = run(ctx, lambda: Client(target).get("ping"))
-    ctx.out({"url": target.url, "accountId": answer["accountId"], "keyFrom": target.source},
-            f"{target.url}: account {answer['accountId']} (key from {target.source})")
+    name = answer.get("accountName") or f"#{answer['accountId']}"   # a hub older than the name's answer
+    ctx.out({"url": target.url, "accountId": answer["accountId"], "accountName": answer.get("accountName"),
+             "keyFrom": target.source},
+            f"{target.url}: account {name} (id {answer['accountId']}; key from {target.source})")
 
 
 @cli.command()
@@ -85,8 +94,9 @@ def export(click_ctx: click.Context, directory: Path, as_json: bool) -> None:
     """Write the account's installations, chain orders and own plugins' code to DIRECTORY."""
     ctx = _ctx(click_ctx, as_json)
     state = run(ctx, lambda: applying.export(ctx.client()))
-    written = run(ctx, lambda: files.write(directory, state))
-    ctx.out({"files": [str(p) for p in written]}, f"wrote {len(written)} file(s) to {directory}")
+    result = run(ctx, lambda: files.write(directory, state))
+    ctx.out({"files": [str(p) for p in result.files], "written": [str(p) for p in result.written],
+             "removed": [str(p) for p in result.removed]}, result.summary(directory))
 
 
 def _plan(ctx: Context, directory: Path, prune: bool) -> planning.Plan:
@@ -125,15 +135,16 @@ def apply(click_ctx: click.Context, directory: Path, prune: bool, as_json: bool)
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--name", required=True, help="The plugin's name (its slug finds it).")
-@click.option("--draft/--deploy", "draft", default=True, help="Save a draft (default) or deploy it at once.")
+@click.option("--draft/--deploy", "draft", default=True,
+              help="Save a draft (default; a new plugin is installed disabled) or make it live at once.")
+@typecheck_option
 @json_option
 @click.pass_context
-def push(click_ctx: click.Context, file: Path, name: str, draft: bool, as_json: bool) -> None:
-    """Install FILE as a plugin, or save it as the plugin's next version."""
+def push(click_ctx: click.Context, file: Path, name: str, draft: bool, typecheck: bool, as_json: bool) -> None:
+    """Install FILE as a plugin, or save it as the plugin's next version. Nothing runs without --deploy."""
     ctx = _ctx(click_ctx, as_json)
-    answer = run(ctx, lambda: shortcuts.push(ctx.client(), file, name, deploy=not draft))
-    ctx.out(answer, f"{answer['plugin']}: {answer['action']} version {answer['version']}"
-                    f"{' (live)' if answer['live'] else ' (draft: hub deploy ' + name + ' ' + str(answer['version']) + ')'}")
+    answer = run(ctx, lambda: shortcuts.push(ctx.client(), file, name, deploy=not draft, typecheck=typecheck))
+    ctx.out(answer, shortcuts.push_summary(answer, name))
 
 
 @cli.command()
@@ -275,12 +286,14 @@ def _dev_jobs(ctx: Context, compiled, hook: str | None, context_file: Path | Non
 @click.option("--kv", "kv_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A JSON object of key -> value: host.kv starts from it, and each run's writes are saved to it.")
 @click.option("--watch", is_flag=True, help="Run again each time the file (or the context) is saved.")
+@typecheck_option
 @json_option
 @click.pass_context
 def dev_command(click_ctx: click.Context, file: Path, hook: str | None, context_file: Path | None, samples: bool,
                 replay: str | None, settings_file: Path | None, allow_fetch: bool, kv_file: Path | None,
-                watch: bool, as_json: bool) -> None:
-    """Run FILE locally on the hub's own runtime (no server, no database) and print its trace."""
+                watch: bool, typecheck: bool, as_json: bool) -> None:
+    """Run FILE locally on the hub's own runtime (no server, no database) and print its trace. Exits 1 when
+    the file does not compile or type-check, or a handler failed (with --watch: the last run's)."""
     from hub_cli import dev
 
     ctx = _ctx(click_ctx, as_json)
@@ -294,10 +307,14 @@ def dev_command(click_ctx: click.Context, file: Path, hook: str | None, context_
     except (ValueError, KvError) as exc:
         raise click.UsageError(f"--kv: {exc}") from None
     runner = dev.Runner()
+    runs = itertools.count(1)
 
     def once() -> bool:
+        number = next(runs)
+        if number > 1 and not as_json:   # one run's output is told from the last one's at a glance
+            click.echo(f"\n----- run {number}, {clock_time(time.time())}: {file.name} changed -----")
         try:
-            compiled = runner.compile(file)
+            compiled = runner.compile(file, typecheck=typecheck)
             jobs, recorded = _dev_jobs(ctx, compiled, hook, context_file, samples, replay)
             results = [runner.run(compiled, h, c, settings=settings, allow_fetch=allow_fetch, say=say, kv=kv)
                        for h, c in jobs]
@@ -312,19 +329,23 @@ def dev_command(click_ctx: click.Context, file: Path, hook: str | None, context_
         if recorded:
             text = (f"recorded: cancelled by {recorded['plugin']} v{recorded['version']}: {recorded['reason']}\n"
                     f"now:      {text}")
-        ctx.out({"runs": [r.as_dict() for r in results], "recorded": recorded}, text)
-        return True
+        failed = [name for r in results for name in r.failed]
+        if failed and not as_json:
+            text += f"\nhub: a handler failed ({', '.join(sorted(set(failed)))}): exit status {EXIT_ERROR}"
+        ctx.out({"runs": [r.as_dict() for r in results], "recorded": recorded, "failed": failed}, text)
+        return not failed
 
+    outcomes = []
     try:
-        ok = once()
+        outcomes.append(once())
         if watch:
             click.echo(f"watching {file} (Ctrl-C stops)", err=True)
-            dev.watch([file] + ([context_file] if context_file else []), once)
+            dev.watch([file] + ([context_file] if context_file else []), lambda: outcomes.append(once()))
     except KeyboardInterrupt:
-        ok = True
+        pass
     finally:
         runner.close()
-    sys.exit(0 if ok else EXIT_ERROR)
+    sys.exit(0 if outcomes and outcomes[-1] else EXIT_ERROR)
 
 
 def main() -> None:

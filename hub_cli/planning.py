@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hub_cli.files import Desired, DesiredPlugin
+from plugins_app.runtime.source_text import normalised_source
 
 MAX_DIFF_LINES = 60
 
@@ -82,8 +83,15 @@ def _plugin_changes(wanted: DesiredPlugin, have: dict, notes: list[str]) -> list
     return found
 
 
+def same_code(source: str | None, language: str | None, version: dict) -> bool:
+    """The files' code is the version's: compared as the hub keeps code (a version saved before the hub
+    normalised line endings may still hold CRLF)."""
+    return (version["language"] == language and source is not None
+            and normalised_source(version.get("source") or "") == normalised_source(source))
+
+
 def code_changes(wanted: DesiredPlugin, have: dict) -> list[Change]:
-    if wanted.source == have.get("source") and wanted.language == have["language"]:
+    if same_code(wanted.source, wanted.language, have):
         return []
     diff = list(difflib.unified_diff((have.get("source") or "").splitlines(), (wanted.source or "").splitlines(),
                                      f"{wanted.slug} (live, version {have['liveVersion']})", wanted.source_file or "",

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from hub_cli.client import ApiError, Client
+from hub_cli.clock import clock_time
 
 RECONNECT_SECONDS = 1.0
 READ_TIMEOUT_SECONDS = 30.0   # the hub sends a keepalive every 5 s: this long silent means the link is gone
@@ -47,7 +48,7 @@ def follow(client: Client, params: dict, show: Callable[[dict], None], count: in
 def line(event: dict) -> str:
     """One event as a readable line."""
     kind = event.get("type")
-    when = time.strftime("%H:%M:%S", time.localtime(event.get("at", time.time())))
+    when = clock_time(event.get("at", time.time()))
     where = f"{event.get('hook')} {event.get('plugin')}" + (f" v{event['version']}" if event.get("version") else "")
     if kind == "run":
         changed = " changed" if event.get("changed") else ""

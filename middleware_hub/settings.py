@@ -176,6 +176,7 @@ SPECTACULAR_SETTINGS = {
         "plugins_app.api.schema.document_errors",
         "plugins_app.api.schema_links.add_links",
         "plugins_app.api.schema.drop_echoed_choice_labels",
+        "plugins_app.api.schema.describe_api",
     ],
     "ENUM_NAME_OVERRIDES": {"SshOperationKindEnum": "plugins_app.runtime.tables.hooks.SSH_KINDS"},
 }

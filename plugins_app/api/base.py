@@ -9,7 +9,7 @@ from typing import Any, cast
 from django.core.exceptions import FieldDoesNotExist
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from accounts.models import Account, ApiKey
 from plugins_app.api.edge import check_request
+from plugins_app.errors import NotFound
 
 
 # No class docstrings on AccountView and Pagination: drf-spectacular describes an operation with the
@@ -33,6 +34,15 @@ class AccountView(APIView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         check_request(self, request, kwargs)
+
+
+@extend_schema(exclude=True)
+class UnknownPathView(AccountView):
+    # The last route under /api/v1/: a path no endpoint has answers the API's JSON error (404), not
+    # Django's HTML page, for any method and before the key is checked (no such path exists for anyone).
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        raise NotFound(f"no API endpoint at {request.path}; the endpoints are listed at /api/docs/")
 
 
 class Pagination(PageNumberPagination):

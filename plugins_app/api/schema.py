@@ -176,13 +176,14 @@ CONFLICTS = {"v1_plugins_create", "v1_ssh_hosts_create", "v1_ssh_hosts_partial_u
              "v1_plugins_partial_update"}
 # Operations that reach a server outside the hub and answer 502 when it fails.
 UPSTREAM = {"v1_ssh_execute_create"}
-# Operations without a path id that look up an id from their body.
-BODY_LOOKUPS = {"v1_ssh_execute_create"}
+# Operations without a path id that look up an id from their body (an install names a catalog slug).
+BODY_LOOKUPS = {"v1_ssh_execute_create", "v1_plugins_create"}
 
 _ERRORS = {
     400: "The request is malformed: a bad field, parameter, id or body (named in `field`).",
     401: "No key, or not an active account key.",
-    404: "No such object in this account (or a path id that names none, or an unknown hook).",
+    404: "No such object in this account (or a path id that names none, an unknown hook, or an unknown "
+         "catalog slug).",
     409: "Conflicts with the account's current state.",
     413: "The body is over its limit: 1 MiB (6 MiB for installing a plugin; a secret's value: 8 KiB).",
     415: "The body is not JSON.",
@@ -266,3 +267,57 @@ def _drop_echoes(node: Any) -> None:
 def _echoes_its_value(line: str) -> bool:
     value, sep, label = line.removeprefix("* `").partition("` - ")
     return line.startswith("* `") and bool(sep) and value == label
+
+
+# The page's introduction: what a reader needs before the first call and what the operations alone don't say.
+INTRODUCTION = """Accounts' installed plugins and the hook engine that runs them.
+
+## Getting a key
+Every call under `/api/v1/` carries an account's key: `Authorization: Bearer mh_...`. An admin issues
+one in the admin (**API keys → Add**; the key is shown once, copy it then) or on the server with
+`python manage.py create_api_key ACCOUNT_NAME --name WHERE-IT-IS-USED` (the key is the last line
+printed). `GET /api/v1/ping` checks it. Press **Authorize** above and paste the key to try calls here.
+
+## The platform's side of a call
+`POST /api/v1/hooks/{hook}/execute` answers `outcome`, `value` (the hook's value after the chain; its
+shape per hook is in the table below) and `effects`: what the plugins asked the platform to do (a
+message for another agent's session, see the `Effect` schema). Act on `outcome` first (a cancelled call
+goes no further), then deliver each effect that is not `cancelled`, in order.
+
+## The bridge's signature
+Calls the hub makes to the platform (`PUT /api/v1/platform` sets their address and secret) carry
+`X-Hub-Timestamp` (Unix seconds) and `X-Hub-Signature: sha256=<hex>`, the HMAC-SHA256 of
+`<timestamp>.<raw body>` keyed with the secret. Compute it over the bytes received, compare in constant
+time, and refuse a timestamp more than 5 minutes old.
+
+## Errors
+Every error is `{"error": {"code", "message", "field"}}` (the `Error` schema), including a path no
+endpoint has under `/api/v1/` (404 `not_found`).
+"""
+
+
+def _value_shape(spec: HookSpec) -> str:
+    if spec.observe_only:
+        return "`null` (observe-only: nothing to change)"
+    if spec.single_field:
+        field = spec.field_index[spec.single_field]
+        return f"the `{field.name}` field, a {field.type}" + (" or null" if field.nullable else "")
+    return "an object of " + ", ".join(f"`{f.name}` ({f.type})" for f in spec.mutable_fields())
+
+
+def value_table() -> str:
+    """Markdown: for each hook, what an execute answer's `value` holds."""
+    rows = [f"| `{name}` | {_value_shape(spec)} |" for name, spec in HOOKS.items()]
+    return "\n".join(["| hook | `value` |", "| --- | --- |", *rows])
+
+
+def describe_api(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: the page's introduction, and `value`'s shape per hook."""
+    result.setdefault("info", {})["description"] = INTRODUCTION + "\n### `value` per hook\n" + value_table()
+    schemas = result.get("components", {}).get("schemas", {})
+    for name in ("ExecuteResponse", "TryResponse"):
+        value = schemas.get(name, {}).get("properties", {}).get("value")
+        if value is not None:
+            value["description"] = (value.get("description", "the hook's value after the chain") +
+                                    ". Its shape depends on the hook:\n\n" + value_table())
+    return result

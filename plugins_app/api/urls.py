@@ -1,9 +1,10 @@
 """URLs of the platform API, mounted at /api/v1/."""
 
-from django.urls import path
+from django.urls import path, re_path
 
 from plugins_app.api.account import views as account_views
 from plugins_app.api.audit import views as audit_views
+from plugins_app.api.base import UnknownPathView
 from plugins_app.api.execution import views as execution_views
 from plugins_app.api.execution.async_views import AsyncHookExecuteView
 from plugins_app.api.host import views as host_views
@@ -64,4 +65,5 @@ urlpatterns = [
     path("account/export", account_views.AccountExportView.as_view(), name="account-export"),
     path("tail", account_views.TailView.as_view(), name="tail"),
     path("sdk/middleware.d.ts", sdk_views.SdkTypesView.as_view(), name="sdk-types"),
+    re_path(r"^", UnknownPathView.as_view(), name="unknown-path"),   # last: what no route above matched
 ]

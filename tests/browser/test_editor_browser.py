@@ -7,7 +7,7 @@ from accounts import services
 from accounts.models import Account
 from plugins_app.models import Installation
 
-from .conftest import PASSWORD, log_in, shoot
+from .conftest import PASSWORD, log_in, set_editor, shoot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -82,3 +82,33 @@ def test_the_editor_completes_hooks_context_fields_and_host_members(page, live_s
     completions.first.wait_for()
     assert completions.locator(".cm-completionLabel").all_inner_texts() == ["workspace"]
     assert "globalThis.middleware.todoAdded = async (c) => c.texts; host.work" in page.locator(".cm-content").inner_text()
+
+
+def test_code_installed_from_the_editor_is_stored_as_the_api_stores_it(page, live_server):
+    """The browser posts the editor's text with CRLF line endings: the hub keeps LF and one final newline,
+    so the same code installed through the API has the same source and code hash."""
+    from plugins_app.services.plugins import installations as plugin_services
+
+    acme = Account.objects.create(name="acme")
+    other = Account.objects.create(name="other")
+    services.add_member("acme", "alice", "admin", password=PASSWORD)
+    log_in(page, live_server, "alice")
+    page.set_default_timeout(60_000)   # the check compiles the plugin on a machine other tests load too
+    page.goto(f"{live_server.url}/admin/plugins_app/installation/add/")
+    page.select_option("#id_account", label="acme")
+    page.fill("#id_name", "Shout")
+    code = "globalThis.middleware.todoAdded = async (c: TodoAddedContext) => {\n  return c.texts;\n};"
+    set_editor(page, code)   # no final newline, as typed
+    page.uncheck("#id_typecheck")   # line endings are the point here; a loaded machine can take 10 s to type-check
+    page.click("input[name=_check]")
+    page.wait_for_selector(".hub-review")
+    page.click("input[name=_install]")
+    page.wait_for_selector(".messagelist .success")
+
+    from_editor = Installation.objects.get(account=acme).plugin
+    assert from_editor.source == code + "\n"
+    from_api = plugin_services.install_plugin(other, name="Shout", source=code.replace("\n", "\r\n") + "\r\n",
+                                              language="typescript").plugin
+    assert "\r" not in from_api.source
+    assert from_api.code_hash == from_editor.code_hash
+    assert Installation.objects.get(account=acme).versions.get().code_hash == from_editor.code_hash

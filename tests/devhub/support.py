@@ -100,12 +100,20 @@ class DevHub:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def start(self) -> None:
+    def start(self, ignore_sigint: bool = False) -> None:
+        """Start run-dev as a terminal starts a foreground job: SIGINT at its default, whatever this
+        process has (pytest started as a background job has it ignored, and a shell started with SIGINT
+        ignored cannot trap it). `ignore_sigint` starts it as a script's background job instead."""
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(["bin/run-dev"], cwd=ROOT, env=hub_env(self.var_dir, self.port),
-                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        log.close()
+        # A Python handler becomes SIG_DFL in the child at exec; SIG_IGN is inherited.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.default_int_handler)
+        try:
+            self.proc = subprocess.Popen(["bin/run-dev"], cwd=ROOT, env=hub_env(self.var_dir, self.port),
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            log.close()
         wait_until(self._serving, START_TIMEOUT, "runserver to answer", self.log)
         wait_until(lambda: "ready." in self.log(), START_TIMEOUT, "the Celery worker to be ready", self.log)
         wait_until(lambda: any(" beat " in f" {cmd} " for cmd in self.processes().values()), START_TIMEOUT,

@@ -11,10 +11,16 @@ def test_push_installs_then_saves_drafts_and_deploys_on_request(hub, cli, tmp_pa
     key = hub.new_key()
     plugin = tmp_path / "tail.ts"
     plugin.write_text(APPEND.format(suffix=" one"))
-    first = json.loads(cli(key, "push", str(plugin), "--name", "Tail Note", "--json").stdout)
-    assert first == {"action": "installed", "plugin": "tail-note", "version": 1, "live": True}
+    # Nothing runs without --deploy: a new plugin's first push installs it disabled, and says so.
+    first = cli(key, "push", str(plugin), "--name", "Tail Note").stdout
+    assert first.strip() == ("tail-note: installed disabled version 1 (disabled, runs nowhere: "
+                             "hub push FILE --name 'Tail Note' --deploy enables it)")
+    assert hub.ok(key, "GET", "plugins")["plugins"][0]["enabled"] is False
     again = json.loads(cli(key, "push", str(plugin), "--name", "Tail Note", "--json").stdout)
-    assert again["action"] == "unchanged" and again["version"] == 1
+    assert again == {"action": "unchanged", "plugin": "tail-note", "version": 1, "live": False}
+    enabled = json.loads(cli(key, "push", str(plugin), "--name", "Tail Note", "--deploy", "--json").stdout)
+    assert enabled == {"action": "enabled", "plugin": "tail-note", "version": 1, "live": True}
+    assert hub.ok(key, "GET", "plugins")["plugins"][0]["enabled"] is True
     plugin.write_text(APPEND.format(suffix=" two"))
     draft = cli(key, "push", str(plugin), "--name", "Tail Note").stdout
     assert draft.strip() == "tail-note: saved draft version 2 (draft: hub deploy Tail Note 2)"
@@ -28,7 +34,7 @@ def test_push_installs_then_saves_drafts_and_deploys_on_request(hub, cli, tmp_pa
     assert table[0] == "tail-note: live version 3" and table[1].startswith("*   3")
     assert json.loads(cli(key, "rollback", "tail-note", "--json").stdout)["live"] == 2
     actions = [c["action"] for c in hub.changes(key)]
-    assert actions == ["rollback", "deploy", "draft", "deploy", "draft", "install"]
+    assert actions == ["rollback", "deploy", "draft", "deploy", "draft", "enable", "install"]
 
 
 def test_errors_name_what_is_wrong(hub, cli, tmp_path):

@@ -101,6 +101,9 @@ def check_the_tail(hub, tmp_path):
         kinds = {e["type"] for e in seen}
         assert {"run", "log", "cancel"} <= kinds
         assert any(e["type"] == "log" and e["message"] == "saw hello" for e in seen)
+        # In the order it happened: the handler's log line, then its run, then its cancel.
+        mine_seen = [e["type"] for e in seen if e.get("plugin") == "gatekeeper"]
+        assert mine_seen[-3:] == ["log", "run", "cancel"], mine_seen
         filtered, before = cancels_only.wait_for("cancel")
         assert filtered["reason"] == "mine"
         assert all(e.get("status") == "cancelled" for e in before if e["type"] != "ready")

@@ -5,11 +5,12 @@ from collections.abc import Iterator
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from plugins_app.api.account.serializers import TailEventSerializer
 from plugins_app.api.base import AccountView
 from plugins_app.services.observability import tail
 from plugins_app.services.observability.streams import event_stream
@@ -51,7 +52,11 @@ class TailView(AccountView):
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(summary="The account's handler runs, logs, warnings and cancels as they happen "
-                           "(Server-Sent Events)", responses={(200, "text/event-stream"): OpenApiTypes.STR},
+                           "(Server-Sent Events)",
+                   description="A stream of Server-Sent Events: `event: <type>` then `data: <TailEvent JSON>` "
+                               "and a blank line per event, until the stream's time is up (then reconnect).",
+                   responses={(200, "text/event-stream"): OpenApiResponse(
+                       TailEventSerializer, description="each event's `data:` line is one TailEvent")},
                    parameters=[OpenApiParameter("plugin", str, description="only this plugin slug"),
                                OpenApiParameter("hook", str, description="only this hook"),
                                OpenApiParameter("status", str, description="comma-separated: " +

@@ -75,6 +75,24 @@ class TryStepSerializer(serializers.Serializer):
     logs = serializers.ListField(child=serializers.DictField())
 
 
+class EffectSerializer(serializers.Serializer):
+    """Something a plugin did during the chain that the platform must carry out (host.session.peer.send
+    records a message for another agent's session): deliver each, in order, after acting on the outcome."""
+
+    type = serializers.ChoiceField(choices=[("peerMessage", "a message for another agent's session")])
+    senderSessionId = serializers.CharField(allow_null=True, help_text="the session the message comes from")
+    senderAgentId = serializers.CharField(allow_null=True, help_text="the agent that sent it")
+    targetSessionId = serializers.CharField(help_text="the session to deliver it to")
+    text = serializers.JSONField(help_text="the message as the target's interAgentMessage chain left it")
+    cancelled = serializers.BooleanField(help_text="a handler of the target cancelled it: do not deliver")
+    reason = serializers.CharField(allow_null=True, help_text="the cancel's reason, when cancelled")
+    hop = serializers.IntegerField(help_text="how many hook calls deep the delivery was")
+
+
+EFFECTS_HELP = ("what the plugins asked the platform to do (today: peer messages), in the order they asked; "
+                "the platform delivers each one that is not cancelled")
+
+
 class TryResponseSerializer(serializers.Serializer):
     hook = serializers.CharField()
     outcome = serializers.CharField(help_text="unchanged, changed or cancelled")
@@ -82,7 +100,8 @@ class TryResponseSerializer(serializers.Serializer):
     versions = serializers.DictField(child=serializers.IntegerField(), help_text="the versions swapped in")
     cancellation = serializers.DictField(allow_null=True)
     trace = TryStepSerializer(many=True)
-    effects = serializers.ListField(child=serializers.DictField())
+    effects = EffectSerializer(many=True, help_text="what the chain would have asked the platform to do "
+                                                    "(nothing is delivered by a try-run)")
     wouldCall = serializers.ListField(
         child=serializers.DictField(),
         help_text="host calls the try-run did not make: {installationId, plugin, member, args, standIn} (standIn: "
@@ -135,7 +154,7 @@ class ExecuteResponseSerializer(serializers.Serializer):
     value = serializers.JSONField(help_text="the hook's mutable value(s) after the chain; null for observe-only")
     cancellation = CancellationSerializer(allow_null=True)
     trace = TraceEntrySerializer(many=True)
-    effects = serializers.ListField(child=serializers.DictField())
+    effects = EffectSerializer(many=True, help_text=EFFECTS_HELP)
 
 
 def execute_response(result: ChainResult, effects: list[Any]) -> dict[str, Any]:

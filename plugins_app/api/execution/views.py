@@ -25,9 +25,10 @@ class PingView(AccountView):
     """Checks a key: the cheapest authenticated call (also the benchmark's baseline)."""
 
     @extend_schema(request=None, responses=inline_serializer("Ping", {"ok": drf_serializers.BooleanField(),
-                                                                      "accountId": drf_serializers.CharField()}))
+                                                                      "accountId": drf_serializers.CharField(),
+                                                                      "accountName": drf_serializers.CharField()}))
     def get(self, request: Request) -> Response:
-        return Response({"ok": True, "accountId": str(self.account.pk)})
+        return Response({"ok": True, "accountId": str(self.account.pk), "accountName": self.account.name})
 
     post = get
 

@@ -28,8 +28,14 @@ class InstallRequestSerializer(serializers.Serializer):
         required=False, default=False,
         help_text="type-check a TypeScript source against GET /sdk/middleware.d.ts; 400 type_error with "
                   "errors [{message, line, column}] when it does not")
+    enabled = serializers.BooleanField(
+        required=False, default=True,
+        help_text="false installs your own plugin disabled: it takes its chain places but runs nowhere until "
+                  "PATCH {\"enabled\": true} (`hub push` without --deploy sends false)")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "catalog" in attrs and attrs.get("enabled") is False:
+            raise serializers.ValidationError({"enabled": "an official plugin installs enabled; disable it afterwards"})
         if "catalog" not in attrs and ("name" not in attrs or "source" not in attrs):
             raise serializers.ValidationError({"source": "give name and source, or catalog"})
         if "settings" in attrs and "catalog" not in attrs:

@@ -35,7 +35,8 @@ class PluginListView(AccountView):
         else:
             installation = plugins.install_plugin(
                 self.account, name=body["name"], source=body["source"], language=body["language"],
-                description=body["description"], grant=body.get("grant"), typecheck=body["typecheck"])
+                description=body["description"], grant=body.get("grant"), typecheck=body["typecheck"],
+                enabled=body["enabled"])
         return Response(s.InstallationSerializer(installation).data, status=status.HTTP_201_CREATED)
 
 

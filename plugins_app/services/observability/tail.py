@@ -78,17 +78,18 @@ _budget = _Budget()
 
 
 def events_of(run: ChainRun) -> list[dict[str, Any]]:
-    """A run's events: per handler its run, its logs and its warning; then the cancel, if any."""
+    """A run's events: per handler its logs (written while it ran), its run, its warning; then the cancel,
+    if any. The order is the order things happened in, which a reader of the tail takes it for."""
     at = round(time.time(), 3)
     hook = run.spec.name
     events: list[dict[str, Any]] = []
     for t in run.result.trace:
         base = {"at": at, "hook": hook, "plugin": t.plugin, "installationId": t.installation_id,
                 "status": t.status, "version": run.versions.get(t.installation_id)}
-        events.append({"type": "run", **base, "durationMs": round(t.duration_ms, 3), "changed": t.changed})
         for log in t.logs:
             if isinstance(log, dict):
                 events.append({"type": "log", **base, "level": log.get("level"), "message": log.get("message")})
+        events.append({"type": "run", **base, "durationMs": round(t.duration_ms, 3), "changed": t.changed})
         if t.status in WARNING_STATUSES or t.warning:
             events.append({"type": "warning", **base, "message": t.warning or t.status})
     c = run.result.cancellation

@@ -12,6 +12,7 @@ from accounts.services import lock_account
 from plugins_app.errors import CompileFailed, Conflict, InvalidInput, TooManyRequests, TypeCheckFailed, Unavailable
 from plugins_app.models import AccountChange, Installation, Plugin, PluginVersion
 from plugins_app.runtime.matching.declare import MatcherError, declare
+from plugins_app.runtime.source_text import normalised_source
 from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
 from plugins_app.runtime.tables.permissions import derive_permissions, secret_permissions
 from plugins_app.services.audit import changes
@@ -28,12 +29,15 @@ LANGUAGES = ("typescript", "javascript")
 
 
 def compile_source(source: str, language: str, *, typecheck: bool = False, account=None) -> dict:
-    """Transpile and load the source once; return code, hooks, matchers, host members and permissions.
+    """Transpile and load the source once; return the source as kept (LF line endings, a final newline),
+    code, hooks, matchers, host members and permissions. Every way code enters (the admin's editor, the
+    API, the CLI, the catalog) passes here, so the same code is stored, hashed and diffed the same.
     `typecheck` also checks a TypeScript source's types against the SDK (TypeCheckFailed). The compile
     engine takes accounts in turn: `account` (whose turn) with too many compiles waiting is
     TooManyRequests, and a compile that found no turn in time is Unavailable."""
     if not isinstance(source, str) or not source.strip():
         raise InvalidInput("source", "the plugin's source is empty")
+    source = normalised_source(source)
     if len(source) > MAX_SOURCE_CHARS:
         raise InvalidInput("source", f"{len(source)} characters is over the {MAX_SOURCE_CHARS} character (2 MiB) limit")
     if language not in LANGUAGES:
@@ -60,6 +64,7 @@ def compile_source(source: str, language: str, *, typecheck: bool = False, accou
     except MatcherError as exc:
         raise InvalidInput(exc.path, exc.message) from None
     return {
+        "source": source,
         "compiled_js": result["code"],
         "code_hash": hashlib.sha256(result["code"].encode()).hexdigest(),
         "hooks": [h for h in HOOK_NAMES if h in result["hooks"]],
@@ -93,7 +98,7 @@ def _check_grant(plugin: Plugin, grant, installation: Installation | None = None
 
 
 def install_plugin(account, *, name: str, source: str, language: str = "typescript",
-                   description: str = "", grant=None, typecheck: bool = False) -> Installation:
+                   description: str = "", grant=None, typecheck: bool = False, enabled: bool = True) -> Installation:
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput("name", "a plugin needs a name")
     slug = slugify(name)[:100]
@@ -106,28 +111,30 @@ def install_plugin(account, *, name: str, source: str, language: str = "typescri
         with transaction.atomic():
             lock_account(account.pk)   # before any write: every writer of the account's chains queues here
             plugin = Plugin.objects.create(account=account, name=name.strip()[:100], slug=slug,
-                                           description=description or "", language=language,
-                                           source=source, **compiled)
-            return install_existing(account, plugin, grant=grant)
+                                           description=description or "", language=language, **compiled)
+            return install_existing(account, plugin, grant=grant, enabled=enabled)
     except IntegrityError:
         raise Conflict(f"a plugin named {slug!r} is already installed in this account") from None
 
 
 @transaction.atomic
-def install_existing(account, plugin: Plugin, *, grant=None, settings=None) -> Installation:
+def install_existing(account, plugin: Plugin, *, grant=None, settings=None, enabled: bool = True) -> Installation:
     """Install a plugin that is already stored (one of the account's, or an official one)."""
     lock_account(account.pk)
     granted = _check_grant(plugin, grant)
     if Installation.objects.filter(account=account, plugin=plugin).exists():
         raise Conflict(f"{plugin.slug} is already installed in this account")
-    installation = Installation.objects.create(account=account, plugin=plugin,
+    if not isinstance(enabled, bool):
+        raise InvalidInput("enabled", "expected true or false")
+    installation = Installation.objects.create(account=account, plugin=plugin, enabled=enabled,
                                                granted_permissions=granted, settings=settings or {})
     chains.append_to_chains(installation, plugin.hooks)
     chains.mark_changed(account.pk)
     record_installed(installation)
     strike_book.carry_over(installation, timezone.now())   # strikes follow the code across reinstalls
     changes.record(account.pk, AccountChange.Action.INSTALL, f"installed {plugin.slug}", installation=installation,
-                   after={"version": installation.live_version, "hooks": plugin.hooks, "granted": granted})
+                   after={"version": installation.live_version, "hooks": plugin.hooks, "granted": granted,
+                          "enabled": enabled})
     return installation
 
 

@@ -18,7 +18,7 @@ def test_the_export_lists_installations_and_chains_without_computed_settings(api
     answer = api_client.get("/api/v1/account/export").json()
     assert [p["plugin"] for p in answer["plugins"]] == ["bang", "maintenance-window"]
     bang, official = answer["plugins"]
-    assert bang["source"].endswith("'!';") and bang["liveVersion"] == 1 and not bang["official"]
+    assert bang["source"].endswith("'!';\n") and bang["liveVersion"] == 1 and not bang["official"]
     assert official["catalogVersion"] and "source" not in official
     assert official["settings"]["start"] == "22:00" and "utcOffsets" not in official["settings"]
     assert "utcOffsets" in Installation.objects.get(pk=window["installationId"]).settings

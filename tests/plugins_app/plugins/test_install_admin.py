@@ -187,7 +187,7 @@ def test_granting_changes_what_the_next_execute_sees(login, account, install, ap
 def greeter(db):
     """An official plugin with a settings schema, as the catalog stores one."""
     source = "globalThis.middleware.systemPrompt = async (c) => c.systemPrompt + ' ' + host.config.greeting;"
-    return Plugin.objects.create(account=None, name="Greeter", slug="greeter", language="javascript", source=source,
+    return Plugin.objects.create(account=None, name="Greeter", slug="greeter", language="javascript",
                                  settings_schema={"greeting": {"type": "string", "default": "hello",
                                                                "description": "What to add."},
                                                   "shout": {"type": "boolean", "default": False}},
@@ -345,3 +345,18 @@ def test_an_install_with_everything_granted_says_it_runs(login, account):
     text = [str(m) for m in installed.context["messages"]]
     assert text == [f"Installed Checker in {account} at the end of the systemPrompt, todoAdded chains: it runs "
                     "from the next call."]
+
+
+def test_the_admin_form_s_crlf_source_is_stored_with_lf_and_hashes_as_the_api_s(login, account, other_account):
+    """A browser posts a textarea's text with CRLF line endings: the hub keeps LF and one final newline, so
+    the same code installed through the API has the same source and code hash."""
+    client = login(account.name, "alice", "admin")
+    crlf = TS.rstrip("\n").replace("\n", "\r\n")
+    checked = client.post(ADD, {**form(account, source=crlf), "_check": "1"})
+    response = client.post(ADD, {**form(account, source=crlf, reviewed=reviewed_digest(checked)), "_install": "1"})
+    assert response.status_code == 302
+    from_admin = Installation.objects.get(account=account)
+    assert from_admin.plugin.source == TS
+    from_api = plugins.install_plugin(other_account, name="Checker", source=TS.rstrip("\n"))
+    assert from_api.plugin.source == TS
+    assert from_api.plugin.code_hash == from_admin.plugin.code_hash == from_admin.versions.get().code_hash

@@ -33,14 +33,15 @@ def test_a_new_draft_starts_from_the_live_source_in_the_editor(login, install):
     client = login("acme", "alice", "admin")
     page = client.get(history(plugin))
     form = page.context["draft_form"]
-    assert form["source"].value() == appender("-v1") and form["language"].value() == "javascript"
+    # The live code as the hub keeps it (LF line endings and a final newline).
+    assert form["source"].value() == appender("-v1") + "\n" and form["language"].value() == "javascript"
     assert form["typecheck"].value() is True
     html = page.content.decode()
     assert 'data-hub-editor="draft"' in html and 'id="hub-completions"' in html and 'id="hub-starters"' in html
-    assert page.context["live_source"] == appender("-v1") and 'id="hub-live-source"' in html
+    assert page.context["live_source"] == appender("-v1") + "\n" and 'id="hub-live-source"' in html
     assert 'class="button hub-try-draft"' in html and f"version_{plugin.pk}=2" in html
     chosen = client.get(history(plugin, **{"from": 2}))
-    assert chosen.context["draft_form"]["source"].value() == appender("-v2")
+    assert chosen.context["draft_form"]["source"].value() == appender("-v2") + "\n"
 
 
 def test_a_type_error_in_a_typescript_draft_is_refused_at_its_line(login, install):
