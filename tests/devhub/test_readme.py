@@ -78,18 +78,19 @@ def test_the_walk_through_runs_as_written_and_every_answer_is_right(served_hub, 
         ("POST", "/plugins", 201),
         ("POST", "/plugins", 201),
         ("POST", "/hooks/systemPrompt/execute", 200),
+        ("POST", "/hooks/systemPrompt/explain", 200),
         ("PUT", "/chains/systemPrompt", 200),
         ("PUT", "/chains/systemPrompt", 200),
-        ("PATCH", calls[7]["path"], 200),
-        ("DELETE", calls[8]["path"], 204),
+        ("PATCH", calls[8]["path"], 200),
+        ("DELETE", calls[9]["path"], 204),
         ("GET", "/cancellations", 200),
         ("GET", "/warnings", 200),
         ("GET", "/usage", 200),
     ]
-    ping, hooks, caveman, polite, executed, reordered, moved, patched = map(json_of, calls[:8])
+    ping, hooks, caveman, polite, executed, explained, reordered, moved, patched = map(json_of, calls[:9])
     with sqlite3.connect(served_hub.var_dir / "db.sqlite3") as db:
         (acme_id,) = db.execute("SELECT id FROM accounts_account WHERE name = 'acme'").fetchone()
-    assert ping == {"ok": True, "accountId": str(acme_id)}
+    assert ping == {"ok": True, "accountId": str(acme_id), "accountName": "acme"}
     assert len(hooks["hooks"]) == 14
     assert (caveman["plugin"], caveman["hooks"]) == ("caveman", ["systemPrompt"])
     assert (polite["plugin"], polite["hooks"]) == ("polite", ["systemPrompt"])
@@ -101,12 +102,18 @@ def test_the_walk_through_runs_as_written_and_every_answer_is_right(served_hub, 
     assert executed["value"] == json.loads(shown) == "You are helpful.\n\nBe terse. Say please."
     assert [(t["installationId"], t["status"]) for t in executed["trace"]] == [(ids[0], "ran"), (ids[1], "ran")]
 
+    # Polite's matcher leaves it out of a channel's turn, in the words README shows.
+    shown_matcher = re.search(r'"reason": "match", "matcher": ("(?:[^"\\]|\\.)*")', walk_through()).group(1)
+    assert [(e["installationId"], e["runs"], e.get("reason")) for e in explained["chain"]] == [
+        (ids[0], True, None), (ids[1], False, "match")]
+    assert explained["runs"] == 1 and explained["chain"][1]["matcher"] == json.loads(shown_matcher)
+
     assert [e["installationId"] for e in reordered["chain"]] == [ids[1], ids[0]]
     assert [e["installationId"] for e in moved["chain"]] == [ids[0], ids[1]]
-    assert calls[7]["path"] == calls[8]["path"] == f"/plugins/{ids[1]}"
+    assert calls[8]["path"] == calls[9]["path"] == f"/plugins/{ids[1]}"
     assert patched["enabled"] is False
-    assert calls[8]["body"] == "204"   # the -w '%{http_code}' the README asks for
-    for listing in calls[9:]:
+    assert calls[9]["body"] == "204"   # the -w '%{http_code}' the README asks for
+    for listing in calls[10:]:
         assert isinstance(json_of(listing), dict)
 
 
