@@ -16,7 +16,7 @@ from django_celery_beat.models import ClockedSchedule, CrontabSchedule, Interval
 
 from accounts import services
 from accounts.models import Account, ApiKey, Membership
-from plugins_app.models import Agent, CronJob, Installation, PlatformConfig, Secret, SshHost, WorkspaceFile
+from plugins_app.models import Agent, CronJob, Installation, KvEntry, PlatformConfig, Secret, SshHost, WorkspaceFile
 from plugins_app.services.scheduling import cron
 from plugins_app.services.secrets import store as secret_store
 
@@ -50,6 +50,9 @@ BUILDERS = {
     WorkspaceFile: lambda account: WorkspaceFile.objects.create(account=account, agent_id="7", path="notes.md",
                                                                 content="hi", size=2),
     Installation: lambda account: make_installation(account, _name("Plugin")),
+    KvEntry: lambda account: KvEntry.objects.create(
+        account=account, installation=make_installation(account, _name("Plugin")), key="k", value='"v"', size=4,
+        updated_at=timezone.now()),
     CronJob: lambda account: cron.create_job(account, agent_id="7", name=_name("Job"), prompt="Report.",
                                              cron_expression="0 2 * * *"),
     Secret: lambda account: secret_store.set_secret(account, _name("TOKEN").replace("-", "_"),

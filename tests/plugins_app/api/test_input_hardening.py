@@ -139,7 +139,7 @@ def test_an_unknown_field_is_400_on_every_operation(api_client, name, url, metho
     assert response.status_code == 400, response.content
     assert error_of(response)["field"] in ("surelyNotAField", "context", "enabled", "grant", "settings",
                                                "name", "agentId", "status", "sessionId", "kind", "message",
-                                               "delaySeconds", "prompt", "schedule", "sshHostId", "turnId", "source")
+                                               "delaySeconds", "prompt", "schedule", "sshHostId", "turnId", "source", "version")
 
 
 def test_nesting_up_to_the_limit_parses():

@@ -1,4 +1,5 @@
-"""A try-run (record=False) leaves no audit rows or metering, even through nested peer messages."""
+"""A try-run (record=False) leaves no audit rows or metering: its peer message is stood in (nothing
+is sent, so no nested chain runs), while a live run's goes through the peer's chain and is recorded."""
 
 import pytest
 
@@ -16,11 +17,11 @@ SENDER = """globalThis.middleware.systemPrompt = async (c) => {
 VETO = "globalThis.middleware.interAgentMessage = async (c, t) => t.cancel('no peers');"
 
 
-@pytest.mark.parametrize("record, rows", [(False, 0), (True, 1)])
-def test_nested_chains_follow_the_record_flag(install, account, record, rows):
+@pytest.mark.parametrize("record, sent, rows", [(False, [], 0), (True, [True], 1)])
+def test_nested_chains_follow_the_record_flag(install, account, record, sent, rows):
     install(SENDER, name="sender", grant=["host:session"])
     install(VETO, name="veto")
     result, effects = execute_hook(account, "systemPrompt", PROMPT, record=record)
-    assert [e["cancelled"] for e in effects if e["type"] == "peerMessage"] == [True]
+    assert [e["cancelled"] for e in effects if e["type"] == "peerMessage"] == sent
     assert CancelLog.objects.filter(account=account, hook="interAgentMessage").count() == rows
     assert UsageDaily.objects.filter(account=account).exists() is bool(rows)
