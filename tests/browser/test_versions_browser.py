@@ -38,7 +38,7 @@ def test_an_admin_deploys_a_draft_and_rolls_it_back(page, live_server):
     page.select_option("#id_language", "javascript")
     # The draft editor starts from the live source; replace it (once its deferred script has built it).
     page.wait_for_function("window.hubEditor !== undefined")
-    assert page.evaluate("window.hubEditor.state.doc.toString()") == appender("-v1")
+    assert page.evaluate("window.hubEditor.state.doc.toString()") == appender("-v1") + "\n"   # kept with a final newline
     set_editor(page, appender("-v2"))
     page.fill("#id_note", "a louder greeting")
     page.click("#hub-draft input[type=submit]")

@@ -23,7 +23,7 @@ def test_deploy_with_a_check_prints_it_and_refuses_past_the_limit(hub, cli, tmp_
     key = hub.new_key()
     plugin = tmp_path / "guard.js"
     plugin.write_text(GUARD)
-    cli(key, "push", str(plugin), "--name", "guard")
+    cli(key, "push", str(plugin), "--name", "guard", "--deploy")   # a first push without --deploy installs it disabled
     plugin.write_text(GUARD_V2)
     cli(key, "push", str(plugin), "--name", "guard")   # draft version 2
     for text in ["hi", "hello", "xyz", "rm -rf /"]:
