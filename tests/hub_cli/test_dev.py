@@ -45,8 +45,11 @@ def local(run: dict) -> dict:
 
 @pytest.mark.parametrize("name", FILES)
 def test_each_spec_example_does_locally_what_it_does_installed(hub, cli, examples, name):
-    answer = json.loads(cli("unused", "dev", str(examples.path(name)), "--samples", "--json").stdout)
+    done = cli("unused", "dev", str(examples.path(name)), "--samples", "--json", check_status=None)
+    answer = json.loads(done.stdout)
     assert answer["runs"], answer
+    # hub dev exits 1 exactly when a handler failed (locally, ssh is a stand-in that throws).
+    assert done.returncode == (1 if answer["failed"] else 0), answer
     for run in answer["runs"]:
         served = on_the_hub(hub, examples, name, run["hook"], example_context(run["hook"]))
         assert comparable(local(run)) == comparable(served), run["hook"]
@@ -128,7 +131,7 @@ def test_fetch_reaches_loopback_only_with_allow_fetch(cli, tmp_path):
                       f"  const r = await host.fetch('http://127.0.0.1:{server.server_port}/x');\n"
                       "  return c.systemPrompt + ' ' + (await r.text());\n};\n")
     try:
-        refused = json.loads(cli("unused", "dev", str(plugin), "--samples", "--json").stdout)["runs"][0]
+        refused = json.loads(cli("unused", "dev", str(plugin), "--samples", "--json", check_status=1).stdout)["runs"][0]
         allowed = json.loads(cli("unused", "dev", str(plugin), "--samples", "--allow-fetch", "--json").stdout)["runs"][0]
     finally:
         server.shutdown()
@@ -146,8 +149,9 @@ def test_a_warning_names_the_authors_line_in_typescript_and_javascript(cli, tmp_
                           "  return missing.field + c.systemPrompt;\n};\n")
     javascript = tmp_path / "broken.js"
     javascript.write_text("globalThis.middleware.systemPrompt = async (c) => {\n  null.x;\n};\n")
-    ts_run = json.loads(cli("unused", "dev", str(typescript), "--samples", "--json").stdout)["runs"][0]
-    js_run = json.loads(cli("unused", "dev", str(javascript), "--samples", "--json").stdout)["runs"][0]
+    ts_run = json.loads(cli("unused", "dev", str(typescript), "--samples", "--json", "--no-typecheck",
+                            check_status=1).stdout)["runs"][0]
+    js_run = json.loads(cli("unused", "dev", str(javascript), "--samples", "--json", check_status=1).stdout)["runs"][0]
     assert ts_run["trace"][0]["status"] == "error" and ts_run["trace"][0]["warning"].endswith("(line 7)")
     assert js_run["trace"][0]["warning"].endswith("(line 2, column 8)")
 
