@@ -167,7 +167,11 @@ class Hub:
         self.redis.start()
         self.celery = None
         self.served = Served(workers=2, log=workdir / "gunicorn.log", CELERY_BROKER_URL=self.redis.url, HUB_VAR_DIR=str(workdir / "var"),
-                             HUB_WORKER_THREADS="8", HUB_METRICS_TOKEN="faults-token", HUB_NOTIFY_SWEEP_SECONDS="1")
+                             HUB_WORKER_THREADS="8", HUB_METRICS_TOKEN="faults-token", HUB_NOTIFY_SWEEP_SECONDS="1",
+                             # Load shedding off: a call held while an engine is replaced would otherwise be
+                             # answered 503 `overloaded` after 1 s, and these figures are each fault's own cost.
+                             # Shedding has its tests (tests/plugins_app/engine/test_shedding.py) and bench/overload.py.
+                             HUB_EXECUTE_QUEUE_DEADLINE_MS="0")
         # Two shared engines and no lane: "both engines" are every engine of the tier.
         self.served.env.update(CELERY_TASK_ALWAYS_EAGER="0", HUB_ENGINE_PROCESSES="2", HUB_LANE_PROCESSES="0")
         if database_url:
@@ -181,6 +185,11 @@ class Hub:
         self.shadow = self.install("shadow", SHADOW)
         status, _, body = self.served.request("PATCH", f"/api/v1/plugins/{self.shadow}", {"mode": "shadow"},
                                               self.headers)
+        assert status == 200, body
+        # A shadow runs at its place in the chain, on the input there: ahead of the veto, so every
+        # answered call runs it (after the veto, a cancelled chain never reaches it).
+        status, _, body = self.served.request("PUT", "/api/v1/chains/userMessageInbound",
+                                              {"installationId": str(self.shadow), "position": 0}, self.headers)
         assert status == 200, body
         self.celery = Celery(dict(self.served.env, DATABASE_CONN_MAX_AGE="0", PYTHONPATH=str(ROOT)), workdir)
         self.celery.start("worker")
