@@ -51,7 +51,7 @@ def test_a_draft_is_tried_in_its_place_and_the_live_chain_stays_as_it_was(api_cl
     assert live_after["value"] == live_before["value"] == "base-a1-b"
     # The same handlers ran the same way (an engine event of another test, such as an isolate replaced
     # under a runaway, may add a warning of its own: not what this test is about).
-    steps = lambda trace: [(t["installationId"], t["plugin"], t["status"], t["changed"]) for t in trace]  # noqa: E731
+    steps = lambda trace: [(t["installationId"], t["plugin"], t["status"], t["changed"]) for t in trace]
     assert steps(live_after["trace"]) == steps(live_before["trace"])
     assert Installation.objects.get(pk=first.pk).live_version == 1
 
