@@ -38,11 +38,14 @@ class HostCall:
     # The run's scratch state, shared by all its calls and dropped with it: where a dry run's
     # stood-in writes go, so the same run's reads see them (each member family keeps one key).
     overlay: dict = field(default_factory=dict)
-    # Not None in a run that records nothing (try, replay, shadow): members that keep state (host.kv)
-    # write into it instead, by their own key, and it is dropped with the run; they list those writes
-    # in `would_call` as the bridge lists its stand-ins.
-    scratch: dict | None = None
+    # Where the bridge lists what a dry run did not do; members that keep state list their writes here.
     would_call: list = field(default_factory=list)
+
+    @property
+    def scratch(self) -> dict | None:
+        """The run's overlay when it records nothing (try, replay, shadow): members that keep state
+        (host.kv) write into it, by their own key, instead of the store; None in a live run."""
+        return self.overlay if self.dry_run or not self.record else None
 
 
 Member = Callable[[HostCall, list], Any]
@@ -160,8 +163,6 @@ class HostBridge:
         self.overlay: dict = {}   # the run's scratch state (HostCall.overlay)
         self.calls: Counter = Counter()
         self.secrets = SecretBox(getattr(account, "pk", None))
-        # A run that records nothing leaves no state behind either (HostCall.scratch).
-        self.scratch: dict | None = {} if dry_run or not record else None
 
     def __call__(self, handler: Handler, name: str, args: list):
         prepared = self.prepare(handler, name, args)
@@ -183,7 +184,7 @@ class HostBridge:
         self.calls[handler.installation_id, name] += 1
         call = HostCall(self.account, self.spec, self.context, handler, self.hop, self.turn_id, self.extras,
                         self.effects, self.calls[handler.installation_id, name], self.record, self.secrets,
-                        self.dry_run, self.overlay, self.scratch, self.would_call)
+                        self.dry_run, self.overlay, self.would_call)
         if self.dry_run and stands_in(name, args, live_reads=self.live_reads):
             return StoodIn(self, name, args, call, DRY_RUNS.get(name))
         return fn, call
