@@ -55,7 +55,9 @@ class Plugin(models.Model):
 
 class Installation(models.Model):
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="installations")
-    plugin = models.ForeignKey(Plugin, on_delete=models.PROTECT, related_name="installations")
+    # RESTRICT, not PROTECT: a plugin that is installed cannot be deleted on its own, but deleting an
+    # account takes its own plugins and their installations together.
+    plugin = models.ForeignKey(Plugin, on_delete=models.RESTRICT, related_name="installations")
     enabled = models.BooleanField(default=True)
     granted_permissions = models.JSONField(default=list, blank=True)
     settings = models.JSONField(default=dict, blank=True)

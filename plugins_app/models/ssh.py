@@ -27,7 +27,8 @@ class SshHost(models.Model):
     hostname = models.CharField(max_length=255, help_text="For a tunnel host: as the jump host reaches it.")
     port = models.PositiveIntegerField(null=True, blank=True, help_text="Null for a tunnel host.")
     connection_type = models.CharField(max_length=8, choices=ConnectionType.choices, default=ConnectionType.DIRECT)
-    jump_host = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+    # RESTRICT: a jump host in use cannot be deleted alone, but goes with its account like the rest.
+    jump_host = models.ForeignKey("self", null=True, blank=True, on_delete=models.RESTRICT,
                                   related_name="tunnel_hosts", help_text="The direct host a tunnel goes through.")
     tunnel_port = models.PositiveIntegerField(null=True, blank=True,
                                               help_text="A tunnel host's SSH port as the jump host sees it.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncssh
 from django.db import IntegrityError, models, transaction
-from django.db.models import ProtectedError
+from django.db.models import RestrictedError
 
 from accounts.models import Account
 from plugins_app.errors import Conflict, InvalidInput
@@ -48,7 +48,7 @@ def delete_host(account, host_id) -> None:
     host = get_host(account, host_id)
     try:
         host.delete()
-    except ProtectedError:
+    except RestrictedError:
         names = ", ".join(sorted(h.display_name for h in host.tunnel_hosts.all()))
         raise Conflict(f"{host.display_name} is the jump host of {names}; change or delete those first") from None
 

@@ -122,11 +122,10 @@ def test_auditors_of_another_account_see_nothing_and_deleting_the_account_delete
     call = RecordedCall.objects.get()
     assert listed(other_api_client)["count"] == 0
     assert other_api_client.post(f"/api/v1/recorded-calls/{call.pk}/replay", {}, format="json").status_code == 404
-    # An account with installations cannot be deleted today (Installation.plugin protects), so the other one.
     RecordedCall.objects.create(account=other_account, hook="systemPrompt", context=PROMPT, outcome="unchanged",
                                 created_at=timezone.now())
-    Account.objects.filter(pk=other_account.pk).delete()
-    assert list(RecordedCall.objects.values_list("account_id", flat=True)) == [account.pk]
+    Account.objects.filter(pk=account.pk).delete()   # it has an installation: its calls go with it
+    assert list(RecordedCall.objects.values_list("account_id", flat=True)) == [other_account.pk]
 
 
 def test_a_recorded_call_replays_against_the_chain_as_it_is_now(api_client, install):
