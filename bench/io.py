@@ -253,7 +253,9 @@ def _classify(role: str, status: int, headers: dict, body: bytes) -> str:
 
 
 async def _caller(conn: Connection, role: str, out: list, spec: dict, t0: float) -> None:
-    """Calls in a closed loop until the phase ends (or its budget of calls is spent). Timestamps are
+    """Calls in a closed loop until the phase ends (or its budget of calls is spent); after a 503 it waits
+    the answer's Retry-After before its next call, as a well-behaved platform does (a caller that resent
+    at once would measure how fast the hub refuses, not how much it serves). Timestamps are
     time.monotonic(): uvloop's loop.time() counts whole milliseconds."""
     clock = time.monotonic
     end, timeout, budget = t0 + spec["seconds"], spec["timeout"], spec["calls_per_caller"]
@@ -261,8 +263,12 @@ async def _caller(conn: Connection, role: str, out: list, spec: dict, t0: float)
     while made < budget and clock() < end:
         made += 1
         started = clock()
+        rest = 0.0
         try:
-            status = classify(role, *await asyncio.wait_for(conn.call(), timeout))
+            answer = await asyncio.wait_for(conn.call(), timeout)
+            status = classify(role, *answer)
+            if answer[0] == 503:   # a shed call: a client that honours Retry-After, as the platform's does
+                rest = float(answer[1].get("retry-after", 1))
         except TimeoutError:
             conn.close()   # its answer, if any, would come on this connection: a new one for the next call
             status = "timeout"
@@ -274,6 +280,8 @@ async def _caller(conn: Connection, role: str, out: list, spec: dict, t0: float)
             conn.close()
             status = f"conn {type(exc).__name__}"
         out.append((role, started - t0, clock() - t0, status))
+        if rest:
+            await asyncio.sleep(min(rest, max(0.0, end - clock())))
 
 
 async def _client(spec: dict) -> dict:
