@@ -98,31 +98,56 @@
 
   // -- JSON.stringify -----------------------------------------------------------------------------
   // Its output grows with every path through a value, not with the value's size: [o, o] nested 22
-  // deep is 44 objects and 4 Mi paths, and V8 writes them all in one native call. A JavaScript walk
-  // of the same paths (data properties only: no getter or toJSON runs twice) counts them first; it
-  // is interruptible, and past the bound the call is refused before the native work starts.
-  const JSON_PATHS_MAX = 1 << 18;   // a walk of this many costs ~100 ms; a plugin's values hold far fewer
+  // deep is 44 objects and 4 Mi paths, and V8 writes them all in one native call. So the paths are
+  // counted first, in JavaScript (interruptible; data properties only: no getter or toJSON runs twice)
+  // and past the bound the call is refused before the native work starts. Each object is visited once
+  // and its count of paths kept, so the count costs the value's distinct objects, not its paths: the
+  // bomb above is refused after 44 visits, not after walking a quarter of a million paths (which took
+  // 100-300 ms of a shared engine per call).
+  const JSON_PATHS_MAX = 1 << 18;    // paths one call may write; a plugin's values hold far fewer
+  const JSON_OBJECTS_MAX = 1 << 18;  // distinct objects counted before giving up (a walk of ~100 ms)
   const { ownKeys, getOwnPropertyDescriptor: describe } = Reflect;
+  const SafeMap = Map;
+  const objectChildren = (v) => {
+    const kids = [];
+    const keys = isArray(v) && getPrototypeOf(v) === Array.prototype ? null : ownKeys(v);
+    const count = keys === null ? v.length : keys.length;
+    for (let i = 0; i < count; i++) {
+      const d = describe(v, keys === null ? i : keys[i]);
+      if (d !== undefined && "value" in d && d.value !== null && typeof d.value === "object") kids.push(d.value);
+    }
+    return kids;
+  };
+  // Paths through `value` (itself and everything below it, shared parts once per path), capped just
+  // past JSON_PATHS_MAX; or past it at once when there are too many distinct objects to count. A cycle
+  // adds nothing: stringify refuses cycles itself.
   const countPaths = (value) => {
+    const paths = new SafeMap();      // object -> paths through it, once all below it are counted
+    const children = new SafeMap();   // object -> its object children, while they are being counted
     const stack = [value];
-    let seen = 0;
     while (stack.length > 0) {
-      const v = stack.pop();
-      if (v === null || typeof v !== "object") continue;
-      if (++seen > JSON_PATHS_MAX) return seen;
-      if (isArray(v) && getPrototypeOf(v) === Array.prototype) {   // a plain array: its elements, quickly
-        for (let i = 0; i < v.length; i++) {
-          const d = describe(v, i);
-          if (d !== undefined && "value" in d && d.value !== null && typeof d.value === "object") stack.push(d.value);
+      const v = stack[stack.length - 1];
+      if (paths.has(v)) { stack.pop(); continue; }
+      const kids = children.get(v);
+      if (kids === undefined) {       // first visit: count what is below it first
+        if (children.size + paths.size >= JSON_OBJECTS_MAX) return JSON_PATHS_MAX + 1;
+        const own = objectChildren(v);
+        children.set(v, own);
+        for (let i = 0; i < own.length; i++) {
+          if (!paths.has(own[i]) && !children.has(own[i])) stack.push(own[i]);
         }
         continue;
       }
-      for (const key of ownKeys(v)) {
-        const d = describe(v, key);
-        if (d !== undefined && "value" in d && d.value !== null && typeof d.value === "object") stack.push(d.value);
+      let n = 1;
+      for (let i = 0; i < kids.length; i++) {
+        n += paths.get(kids[i]) ?? 0;   // undefined: an object above it on this walk (a cycle)
+        if (n > JSON_PATHS_MAX) break;
       }
+      paths.set(v, n > JSON_PATHS_MAX ? JSON_PATHS_MAX + 1 : n);
+      children.delete(v);
+      stack.pop();
     }
-    return seen;
+    return paths.get(value);
   };
   replaceMethod(JSON, "stringify", (original) => function (value, replacer, space) {
     if (value !== null && typeof value === "object" && currentInvocation() !== null && countPaths(value) > JSON_PATHS_MAX) {

@@ -129,3 +129,25 @@ def test_a_large_sort_past_the_native_bound_still_orders_as_the_default(make_han
 };"""
     result = chain("systemPrompt", [make_handler(code)], PROMPT_CONTEXT, cpu_ms=10_000, budget_ms=30_000)
     assert (result.trace[0].status, result.value) == ("ran", f"base true {(1 << 16) + 3}")
+
+
+def test_stringify_counts_shared_parts_once_per_path_and_lets_cycles_fail_as_before(make_handler, chain):
+    # [o, o] nested k deep around [c] has 3 * 2^k - 1 objects along its paths: 196,607 at k = 16 (under
+    # the bound, written in full), 393,215 at k = 17 (refused before V8 writes it). A cycle is
+    # stringify's own TypeError, as without the guard.
+    code = """globalThis.middleware.systemPrompt = async (c) => {
+  const nest = (k) => { let o = [{ t: c.systemPrompt }]; for (let i = 0; i < k; i++) o = [o, o]; return o; };
+  const written = JSON.stringify(nest(16)).length;
+  let refused = '';
+  try { JSON.stringify(nest(17)); } catch (e) { refused = e.constructor.name + ': ' + e.message.slice(0, 40); }
+  const loop = { a: [1] }; loop.a.push(loop);
+  let cycle = '';
+  try { JSON.stringify(loop); } catch (e) { cycle = e.constructor.name; }
+  return [written, refused, cycle].join(' | ');
+};"""
+    result = chain("systemPrompt", [make_handler(code)], PROMPT_CONTEXT)
+    assert result.trace[0].status == "ran", result.trace[0].warning
+    length = len('[{"t":"base"}]')
+    for _ in range(16):
+        length = 2 * length + 3   # "[" + inner + "," + inner + "]"
+    assert result.value == f"{length} | RangeError: JSON.stringify: the value has over 26214 | TypeError"
