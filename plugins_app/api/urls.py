@@ -6,7 +6,6 @@ from plugins_app.api.account import views as account_views
 from plugins_app.api.audit import views as audit_views
 from plugins_app.api.base import UnknownPathView
 from plugins_app.api.execution import views as execution_views
-from plugins_app.api.execution.async_views import AsyncHookExecuteView
 from plugins_app.api.host import views as host_views
 from plugins_app.api.plugins import catalog_views, kv_views, sdk_views, views
 from plugins_app.api.scheduling import views as scheduling_views
@@ -17,7 +16,9 @@ from plugins_app.api.versions import views as version_views
 urlpatterns = [
     path("ping", execution_views.PingView.as_view(), name="ping"),
     path("hooks", execution_views.HookListView.as_view(), name="hook-list"),
-    path("hooks/<str:hook>/execute", AsyncHookExecuteView.as_view(), name="hook-execute"),
+    # Served by WSGI (runserver, gthread workers) the synchronous view; served by ASGI, the execute
+    # handler (api/execution/asgi_handler.py) swaps in its async twin for this route.
+    path("hooks/<str:hook>/execute", execution_views.HookExecuteView.as_view(), name="hook-execute"),
     path("hooks/<str:hook>/try", execution_views.HookTryView.as_view(), name="hook-try"),
     path("hooks/<str:hook>/explain", execution_views.HookExplainView.as_view(), name="hook-explain"),
     path("plugins", views.PluginListView.as_view(), name="plugin-list"),

@@ -25,7 +25,10 @@ from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
+from django.urls import ResolverMatch
 from django.utils.module_loading import import_string
+
+from plugins_app.api.execution.async_views import AsyncHookExecuteView
 
 # How each project middleware takes part in an execute call: "async" (natively async, awaited as
 # is), "inline" (its process_request/process_response called on the loop: pure header work), or
@@ -66,6 +69,16 @@ class Inline:
 
 class ExecuteASGIHandler(ASGIHandler):
     """Serves POST /api/v1/hooks/{hook}/execute; every other request goes to Django's own handler."""
+
+    # The URLconf names the synchronous view, which WSGI serves without a hop. Here the route resolves
+    # as usual (its name, kwargs and errors), and its view is the async twin, awaited on the loop.
+    async_view = staticmethod(AsyncHookExecuteView.as_view())
+
+    def resolve_request(self, request: HttpRequest) -> ResolverMatch:
+        match = super().resolve_request(request)
+        if match.url_name == "hook-execute":
+            match.func = self.async_view
+        return match
 
     def load_middleware(self, is_async: bool = False) -> None:
         assert is_async, "the execute handler is async only"
