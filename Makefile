@@ -72,6 +72,10 @@ bench: install
 	$(BIN)/python bench/load.py $(LOAD_ARGS)
 	$(BIN)/python bench/hostile.py
 	$(BIN)/python bench/io.py $(IO_ARGS)
+	$(BIN)/python bench/overload.py $(OVERLOAD_ARGS)
+	$(BIN)/python bench/check.py
+	$(BIN)/python bench/kv.py
+	$(BIN)/python bench/typecheck.py
 
 # Good accounts beside one deliberate tenant at a time (issue 28): victims' p50/p99/max as ratios.
 bench-hostile: install
