@@ -12,7 +12,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "middleware_hub.settings")
 from django.conf import settings  # read once DJANGO_SETTINGS_MODULE is set (above)
 
 from plugins_app.services.scheduling import task_queue
-from plugins_app.services.scheduling.task_queue import DELIVER_DUE_NOTIFICATIONS, SWEEP_KV
+from plugins_app.services.scheduling.task_queue import DELIVER_DUE_NOTIFICATIONS, PRUNE_RECORDED_CALLS, SWEEP_KV
+from plugins_app.services.versions.config import PRUNE_EVERY_SECONDS
 
 app = Celery("middleware_hub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -34,6 +35,8 @@ app.conf.beat_schedule = {
     },
     "sweep-expired-kv": {"task": SWEEP_KV, "schedule": settings.HUB_KV.sweep_seconds,
                          "options": {"expires": settings.HUB_KV.sweep_seconds}},
+    "prune-recorded-calls": {"task": PRUNE_RECORDED_CALLS, "schedule": PRUNE_EVERY_SECONDS,
+                             "options": {"expires": PRUNE_EVERY_SECONDS}},
 }
 
 

@@ -6,7 +6,7 @@ from django.conf import settings
 from plugins_app.errors import PlatformError
 from plugins_app.services.kv import store as kv_store
 from plugins_app.services.scheduling import cron, notifications
-from plugins_app.services.versions import shadow
+from plugins_app.services.versions import recording, shadow
 
 # Deliveries to the platform: Celery retries a temporary failure with exponential backoff; the
 # message is acknowledged only once the task finished, so a worker that dies mid-task loses nothing.
@@ -72,3 +72,10 @@ def run_shadow(account_id: int, hook: str, context: dict, hop: int = 0, turn_id:
 def sweep_kv() -> int:
     """Beat's sweep of expired host.kv keys (reads skip them already; this gives their room back)."""
     return kv_store.sweep()
+
+
+@shared_task(ignore_result=True)
+def prune_recorded_calls() -> int:
+    """Beat's sweep of recorded calls past their age bound, in every account: web processes prune as they
+    record, which an account that stopped calling (or a hub between deploys) never triggers."""
+    return recording.prune_expired()

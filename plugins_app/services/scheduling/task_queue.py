@@ -20,6 +20,7 @@ DELIVER_DUE_NOTIFICATIONS = "plugins_app.tasks.deliver_due_notifications"
 RUN_SHADOW = "plugins_app.tasks.run_shadow"
 DELIVER_NOTIFICATION = "plugins_app.tasks.deliver_notification"
 SWEEP_KV = "plugins_app.tasks.sweep_kv"
+PRUNE_RECORDED_CALLS = "plugins_app.tasks.prune_recorded_calls"
 
 # Each kind of work has a queue of its own, so a backlog of one (thousands of shadow runs) cannot
 # delay another (a cron slot, with its grace period). A worker started without -Q consumes them all.
@@ -27,6 +28,7 @@ DEFAULT_QUEUE = "celery"
 ROUTES = {
     FIRE_CRON_SLOT: "cron", DISPATCH_MISSION: "cron", FIRE_CRON_COMPLETED: "cron",
     DELIVER_DUE_NOTIFICATIONS: "timers", DELIVER_NOTIFICATION: "timers", SWEEP_KV: "timers",
+    PRUNE_RECORDED_CALLS: "timers",
     RUN_SHADOW: "shadow",
 }
 QUEUES = [DEFAULT_QUEUE, *dict.fromkeys(ROUTES.values())]

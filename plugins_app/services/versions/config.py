@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from plugins_app.runtime.environment import Env
 
+# How often recorded calls past the age bound are deleted: by each web process's writer as it
+# records, and by beat (plugins_app.tasks.prune_recorded_calls) for accounts that stopped calling.
+PRUNE_EVERY_SECONDS = 600
+
 
 @dataclass(frozen=True)
 class RecordingConfig:

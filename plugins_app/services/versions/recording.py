@@ -26,11 +26,10 @@ from plugins_app.models import RecordedCall
 from plugins_app.services.audit.queries import common
 from plugins_app.services.execution.observers import ChainRun
 from plugins_app.services.secrets.egress import account_redactor
-from plugins_app.services.versions.config import RecordingConfig
+from plugins_app.services.versions.config import PRUNE_EVERY_SECONDS, RecordingConfig
 
 logger = logging.getLogger(__name__)
 OUTCOMES = ("unchanged", "changed", "cancelled")
-PRUNE_EVERY_SECONDS = 600
 MAX_TRIES = 30   # flushes (2 s apart by default: a minute) a call the database refuses is kept for
 
 

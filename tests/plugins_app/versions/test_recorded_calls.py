@@ -138,3 +138,19 @@ def test_a_recorded_call_replays_against_the_chain_as_it_is_now(api_client, inst
     body = response.json()
     assert (body["recorded"]["value"], body["replayed"]["value"], body["sameOutcome"]) == ("base-a", "base-a-b", False)
     assert RecordedCall.objects.count() == 1   # a replay is not recorded
+
+
+def test_beat_prunes_calls_past_the_age_bound_in_accounts_that_stopped_calling(account, other_account, settings):
+    from middleware_hub.celery import app
+    from plugins_app import tasks
+    from plugins_app.services.scheduling.task_queue import PRUNE_RECORDED_CALLS, ROUTES
+
+    assert [e["task"] for e in app.conf.beat_schedule.values()].count(PRUNE_RECORDED_CALLS) == 1
+    assert PRUNE_RECORDED_CALLS in app.tasks and ROUTES[PRUNE_RECORDED_CALLS] == "timers"
+    settings.HUB_RECORDING = RecordingConfig(per_hook=100, days=7)
+    now = timezone.now()
+    rows = {(who.pk, age): RecordedCall.objects.create(account=who, hook="systemPrompt", context=PROMPT,
+                                                       outcome="unchanged", created_at=now - timedelta(days=age))
+            for who in (account, other_account) for age in (1, 8)}
+    assert tasks.prune_recorded_calls() == 2
+    assert set(RecordedCall.objects.values_list("pk", flat=True)) == {rows[account.pk, 1].pk, rows[other_account.pk, 1].pk}
