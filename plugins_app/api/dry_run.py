@@ -43,6 +43,17 @@ def asked(request: Request) -> bool:
     raise InvalidInput(PARAMETER, "expected true or false")
 
 
+def refuse_where_absent(view: Any, request: Request) -> None:
+    """A write endpoint without a dry run refuses ?dryRun=true: answering it would make the very change
+    the caller meant only to check."""
+    if request.method in ("GET", "HEAD", "OPTIONS") or PARAMETER not in request.query_params:
+        return
+    handler = getattr(view, (request.method or "").lower(), None)
+    if asked(request) and not getattr(handler, "rehearsable", False):
+        raise InvalidInput(PARAMETER, f"{request.method} {request.path} has no dry run (docs/api.md lists the "
+                                      "endpoints that have one); nothing was done")
+
+
 def rehearsable(method: Callable[..., Response]) -> Callable[..., Response]:
     """A write view method that also answers `?dryRun=true`. Put it above @body: the body's declared
     shape (read by the edge checks) is carried over."""
@@ -54,6 +65,8 @@ def rehearsable(method: Callable[..., Response]) -> Callable[..., Response]:
             response = method(view, request, *args, **kwargs)
         return Response({"dryRun": True, "status": response.status_code, "changes": outcome.changes,
                          "result": response.data})
+
+    run.rehearsable = True  # type: ignore[attr-defined]  # read by refuse_where_absent
 
     parameter = OpenApiParameter(PARAMETER, bool, description=(
         "true: check and rehearse the call without changing anything; 200 with what it would do "
