@@ -139,21 +139,23 @@ def located(desired: Desired, change: planning.Change, exc: ApiError) -> Excepti
     ApplyError when it is about no file (the hub unreachable, the key refused, the hub failing)."""
     if exc.status in (0, 401) or exc.status >= 500:
         return ApplyError(exc.message or f"HTTP {exc.status}")
+    # The file, line and field path say where: the message says only what is wrong, once (the hub's
+    # message starts with its own name for the field, which is not the files' name for it).
+    message = exc.message.removeprefix(f"{exc.field}: ") if exc.field else exc.message
     if change.kind == "reorder":
-        return desired.error(f"chains.{change.target}", exc.message)
+        return desired.error(f"chains.{change.target}", message)
     wanted = desired.plugins.get(change.target)
+    code_file = str(desired.directory / wanted.source_file) if wanted and wanted.source_file else None
     errors = exc.extra.get("errors")
-    if exc.code == "compile_error" and wanted and wanted.source_file and isinstance(errors, list) and errors:
+    if exc.code in ("compile_error", "type_error") and code_file and isinstance(errors, list) and errors:
         first = errors[0]
-        return FileError(str(desired.directory / wanted.source_file), first.get("line"),
-                         f"plugins.{change.target}.source", str(first.get("message")), column=first.get("column"))
-    api_field = exc.field or ""
-    head, _, rest = api_field.partition(".")
+        return FileError(code_file, first.get("line"), f"plugins.{change.target}.source", str(first.get("message")),
+                         column=first.get("column"))
+    head, _, rest = (exc.field or "").partition(".")
+    if exc.code == "permission_not_granted":
+        head, rest = "grant", ""
+    elif exc.field and head not in _FIELDS and code_file and change.kind in ("install", "code"):
+        # about the code but at no line (a matcher the install probe refused): its file
+        return FileError(code_file, None, f"plugins.{change.target}.source", message)
     local = _FIELDS.get(head, "")
-    field_path = ".".join(p for p in (f"plugins.{change.target}", local, rest if local else "") if p)
-    # The file, line and field path already say where: the message says only what is wrong, once (the
-    # hub's message may start with its own name for the field).
-    message = exc.message
-    for prefix in filter(None, (exc.field, api_field)):
-        message = message.removeprefix(f"{prefix}: ")
-    return desired.error(field_path, message if local else f"{change.summary.lstrip('+~- ')}: {message}")
+    return desired.error(".".join(p for p in (f"plugins.{change.target}", local, rest if local else "") if p), message)
