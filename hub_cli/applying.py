@@ -73,7 +73,8 @@ def same_version(versions: list[dict], wanted: DesiredPlugin) -> dict | None:
     return next((v for v in versions if planning.same_code(wanted.source, wanted.language, v)), None)
 
 
-def second_round_call(change: planning.Change, wanted: DesiredPlugin, installation_id: str) -> tuple[str, str, dict]:
+def second_round_call(change: planning.Change, wanted: DesiredPlugin,
+                      installation_id: str) -> tuple[str, str, dict]:
     """(method, path, body) of a grant, settings, enable/disable or mode change."""
     if change.kind == "grant":
         return "POST", f"plugins/{installation_id}/grant", {"grant": wanted.granted}
@@ -158,4 +159,5 @@ def located(desired: Desired, change: planning.Change, exc: ApiError) -> Excepti
         # about the code but at no line (a matcher the install probe refused): its file
         return FileError(code_file, None, f"plugins.{change.target}.source", message)
     local = _FIELDS.get(head, "")
-    return desired.error(".".join(p for p in (f"plugins.{change.target}", local, rest if local else "") if p), message)
+    field_path = ".".join(p for p in (f"plugins.{change.target}", local, rest if local else "") if p)
+    return desired.error(field_path, message)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from hub_cli import applying, planning
 from hub_cli.client import ApiError, Client
-from hub_cli.files import Desired, FileError
+from hub_cli.files import Desired, DesiredPlugin, FileError
 
 DRY_RUN = {"dryRun": "true"}
 
@@ -29,7 +29,8 @@ class _Rehearsed:
     new_permissions: dict[str, set[str]] = field(default_factory=dict)
 
 
-def check(client: Client, desired: Desired, state: dict, plan: planning.Plan, typecheck: bool = True) -> list[Refusal]:
+def check(client: Client, desired: Desired, state: dict, plan: planning.Plan,
+          typecheck: bool = True) -> list[Refusal]:
     """Rehearse every change of `plan` on the hub; the refusals, in the order apply would meet them.
     An error that is about no file (the hub unreachable, the key refused) is raised, as apply raises it."""
     ids = {item["plugin"]: item["installationId"] for item in state["plugins"]}
@@ -51,15 +52,17 @@ def check(client: Client, desired: Desired, state: dict, plan: planning.Plan, ty
     if chains is not None and not refused & touched:
         for field_path, message in planning.chain_mismatches(desired, chains):
             hook = field_path.removeprefix("chains.")
-            refusals.append(Refusal(planning.Change("reorder", hook, f"~ chain {hook}"), desired.error(field_path, message)))
+            change = planning.Change("reorder", hook, f"~ chain {hook}")
+            refusals.append(Refusal(change, desired.error(field_path, message)))
     return refusals
 
 
 def _rehearse(client: Client, desired: Desired, change: planning.Change, ids: dict[str, str], touched: set[str],
               seen: _Rehearsed, typecheck: bool) -> None:
     if change.kind == "reorder":
-        if not touched & set(change.data["order"]):   # else the chain holds other plugins by the time apply reorders
-            client.call("PUT", f"chains/{change.target}", {"order": [ids[s] for s in change.data["order"]]}, DRY_RUN)
+        order = change.data["order"]
+        if not touched & set(order):   # else the chain holds other plugins by the time apply reorders
+            client.call("PUT", f"chains/{change.target}", {"order": [ids[s] for s in order]}, DRY_RUN)
         return
     if change.kind == "uninstall":
         client.call("DELETE", f"plugins/{ids[change.target]}", None, DRY_RUN)
@@ -81,8 +84,8 @@ def _rehearse(client: Client, desired: Desired, change: planning.Change, ids: di
         client.call(method, path, body, DRY_RUN)
 
 
-def _rehearse_code(client: Client, desired: Desired, wanted, installation_id: str, seen: _Rehearsed,
-                   typecheck: bool) -> None:
+def _rehearse_code(client: Client, desired: Desired, wanted: DesiredPlugin, installation_id: str,
+                   seen: _Rehearsed, typecheck: bool) -> None:
     versions = client.get(f"plugins/{installation_id}/versions")["versions"]
     version = applying.same_version(versions, wanted)
     if version is not None:   # apply redeploys it: that deploy is rehearsed as it is
@@ -92,8 +95,8 @@ def _rehearse_code(client: Client, desired: Desired, wanted, installation_id: st
         # The draft is rehearsed; its deploy cannot be (the draft is not kept), so what the deploy would
         # refuse is read from the hub's answer: permissions the version asks for that neither the
         # installation has nor the deploy would grant.
-        version = client.call("POST", f"plugins/{installation_id}/versions", applying.draft_body(wanted, typecheck),
-                              DRY_RUN)["result"]
+        body = applying.draft_body(wanted, typecheck)
+        version = client.call("POST", f"plugins/{installation_id}/versions", body, DRY_RUN)["result"]
         seen.new_permissions[wanted.slug] = set(version["permissions"])
         missing = sorted(set(version["notGranted"]) - set(applying.deploy_grant(wanted, version)))
         if missing:

@@ -145,7 +145,7 @@ def test_a_dry_run_refuses_exactly_what_the_real_call_refuses(api_client, synced
     assert dry.json() == real.json()
 
 
-def test_another_accounts_ids_are_still_404_with_dry_run(api_client, other_api_client, install, synced):
+def test_another_accounts_ids_are_still_404_with_dry_run(api_client, other_api_client, install):
     installation = install(APPEND.format(suffix="!"))
     before = snapshot()
     for method, path, body in [("DELETE", f"plugins/{installation.pk}", None),
