@@ -177,7 +177,8 @@ def render(result: Plan, refused: int = 0) -> str:
         lines.append(change.summary)
         lines.extend(f"    {d}" for d in change.details)
     if refused:
-        lines.append(f"{len(result.changes)} change(s); {refused} refused by the hub (below): apply would stop at the first")
+        lines.append(f"{len(result.changes)} change(s); {refused} refused by the hub (below): "
+                     "apply would stop at the first")
     elif result.changes:
         lines.append(f"{len(result.changes)} change(s)")
     else:
