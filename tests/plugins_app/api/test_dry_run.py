@@ -112,7 +112,7 @@ REFUSED = [
                                          "language": "javascript"}),
     ("an unknown catalog slug", "POST", "plugins", {"catalog": "no-such-plugin"}),
     ("a bad catalog setting", "POST", "plugins", {"catalog": "caveman", "settings": {"intensity": "shout"}}),
-    ("a grant not asked for", "POST", "plugins/{tail}/grant", {"grant": ["host:fetch"]}),
+    ("a grant not asked for", "POST", "plugins/{tail}/grant", {"grant": ["host:ssh"]}),
     ("a draft that does not compile", "POST", "plugins/{tail}/versions", {"source": "}{", "language": "javascript"}),
     ("a draft with a type error", "POST", "plugins/{tail}/versions", {"source": TYPO, "language": "typescript",
                                                                   "typecheck": True}),
