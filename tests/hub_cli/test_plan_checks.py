@@ -126,3 +126,28 @@ def test_valid_changes_plan_as_changes_and_a_plan_after_export_is_empty(hub, cli
     assert account_state(hub, key) == before
     cli(key, "apply", str(tmp_path))
     assert cli(key, "plan", str(tmp_path), check_status=0).stdout.startswith("no changes")
+
+
+def test_new_code_asking_for_a_permission_is_refused_until_the_files_grant_it(hub, cli, tmp_path):
+    key = exported(hub, cli, tmp_path)
+    code = tmp_path / "plugins" / "prompt-tail.ts"
+    code.write_text("globalThis.middleware.systemPrompt = async (c) => {\n"
+                    "  await host.fetch('http://127.0.0.1:1/');\n  return c.systemPrompt;\n};\n")
+    path = tmp_path / "hub.yaml"
+    text = path.read_text()
+    at = text.index("  prompt-tail:")
+    granted_line = text[:at].count("\n") + text[at:].split("granted: []")[0].count("\n") + 1
+    before = account_state(hub, key)
+    # the draft is rehearsed; its deploy would be refused: the deploy's grants come from the files
+    refused = json.loads(cli(key, "plan", str(tmp_path), "--json", check_status=1).stdout)
+    assert [(e["kind"], e["field"], e["line"]) for e in refused["errors"]] == [
+        ("code", "plugins.prompt-tail.granted", granted_line)]
+    assert "host:fetch" in refused["errors"][0]["message"]
+
+    path.write_text(text[:at] + text[at:].replace("granted: []", "granted: [host:fetch]", 1))
+    planned = json.loads(cli(key, "plan", str(tmp_path), "--json", check_status=2).stdout)
+    # the grant the new code asks for is judged with the code, not against the versions the hub holds now
+    assert [c["kind"] for c in planned["changes"]] == ["code", "grant"] and planned["errors"] == []
+    assert account_state(hub, key) == before
+    cli(key, "apply", str(tmp_path))
+    assert cli(key, "plan", str(tmp_path), check_status=0).stdout.startswith("no changes")
