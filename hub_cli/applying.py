@@ -21,14 +21,15 @@ def export(client: Client) -> dict:
     return client.get("account/export")
 
 
-def apply(client: Client, desired: Desired, prune: bool = False, report: Report = print) -> list[dict]:
+def apply(client: Client, desired: Desired, prune: bool = False, report: Report = print,
+          typecheck: bool = True) -> list[dict]:
     done: list[dict] = []
     state = export(client)
     first = planning.plan(desired, state, prune=prune)
     ids = {item["plugin"]: item["installationId"] for item in state["plugins"]}
     for change in first.changes:
         if change.kind in ("install", "code", "uninstall"):
-            _guarded(desired, change, partial(_first_round, client, desired, change, ids))
+            _guarded(desired, change, partial(_first_round, client, desired, change, ids, typecheck))
             done.append(change.as_dict())
             report(change.summary)
     state = export(client) if done else state
@@ -46,44 +47,68 @@ def apply(client: Client, desired: Desired, prune: bool = False, report: Report 
     return done
 
 
-def _first_round(client: Client, desired: Desired, change: planning.Change, ids: dict[str, str]) -> None:
+# The calls below are built once, here: `hub plan` sends the very same ones with ?dryRun=true (checking.py).
+
+def install_body(wanted: DesiredPlugin, typecheck: bool) -> dict:
+    body: dict = {"grant": wanted.granted}
+    if wanted.catalog:
+        body.update(catalog=wanted.catalog, settings=wanted.settings)
+    else:
+        body.update(name=wanted.name, source=wanted.source, language=wanted.language,
+                    description=wanted.description, typecheck=typecheck)
+    return body
+
+
+def draft_body(wanted: DesiredPlugin, typecheck: bool) -> dict:
+    return {"source": wanted.source, "language": wanted.language, "note": f"hub apply ({wanted.source_file})",
+            "typecheck": typecheck}
+
+
+def deploy_grant(wanted: DesiredPlugin, version: dict) -> list[str]:
+    """The files' grants that `version` asks for, granted with its deploy (the others are the grant call's)."""
+    return [g for g in wanted.granted if g in version["permissions"]]
+
+
+def same_version(versions: list[dict], wanted: DesiredPlugin) -> dict | None:
+    return next((v for v in versions if planning.same_code(wanted.source, wanted.language, v)), None)
+
+
+def second_round_call(change: planning.Change, wanted: DesiredPlugin,
+                      installation_id: str) -> tuple[str, str, dict]:
+    """(method, path, body) of a grant, settings, enable/disable or mode change."""
+    if change.kind == "grant":
+        return "POST", f"plugins/{installation_id}/grant", {"grant": wanted.granted}
+    if change.kind == "settings":
+        return "PATCH", f"plugins/{installation_id}/settings", {"settings": change.data["settings"]}
+    if change.kind in ("enable", "disable"):
+        return "PATCH", f"plugins/{installation_id}", {"enabled": change.kind == "enable"}
+    return "PATCH", f"plugins/{installation_id}", {"mode": wanted.mode}
+
+
+def _first_round(client: Client, desired: Desired, change: planning.Change, ids: dict[str, str],
+                 typecheck: bool) -> None:
     if change.kind == "uninstall":
         client.call("DELETE", f"plugins/{ids[change.target]}")
         return
     wanted = desired.plugins[change.target]
     if change.kind == "install":
-        body: dict = {"grant": wanted.granted}
-        if wanted.catalog:
-            body.update(catalog=wanted.catalog, settings=wanted.settings)
-        else:
-            body.update(name=wanted.name, source=wanted.source, language=wanted.language,
-                        description=wanted.description)
-        ids[wanted.slug] = client.post("plugins", body)["installationId"]
+        ids[wanted.slug] = client.post("plugins", install_body(wanted, typecheck))["installationId"]
         return
-    _new_version(client, wanted, ids[wanted.slug])
+    _new_version(client, wanted, ids[wanted.slug], typecheck)
 
 
-def _new_version(client: Client, wanted: DesiredPlugin, installation_id: str) -> None:
+def _new_version(client: Client, wanted: DesiredPlugin, installation_id: str, typecheck: bool) -> None:
     """Deploy the files' code: an earlier version with exactly that code is redeployed, otherwise a new
     version is saved and deployed; no version is ever overwritten, so rollback keeps working."""
     versions = client.get(f"plugins/{installation_id}/versions")["versions"]
-    same = [v for v in versions if planning.same_code(wanted.source, wanted.language, v)]
-    version = same[0] if same else client.post(f"plugins/{installation_id}/versions", {
-        "source": wanted.source, "language": wanted.language, "note": f"hub apply ({wanted.source_file})"})
-    grant = [g for g in wanted.granted if g in version["permissions"]]
-    client.post(f"plugins/{installation_id}/versions/{version['number']}/deploy", {"grant": grant})
+    version = same_version(versions, wanted) or client.post(f"plugins/{installation_id}/versions",
+                                                            draft_body(wanted, typecheck))
+    client.post(f"plugins/{installation_id}/versions/{version['number']}/deploy",
+                {"grant": deploy_grant(wanted, version)})
 
 
 def _second_round(client: Client, wanted: DesiredPlugin, change: planning.Change, ids: dict[str, str]) -> None:
-    installation_id = ids[wanted.slug]
-    if change.kind == "grant":
-        client.post(f"plugins/{installation_id}/grant", {"grant": wanted.granted})
-    elif change.kind == "settings":
-        client.patch(f"plugins/{installation_id}/settings", {"settings": change.data["settings"]})
-    elif change.kind in ("enable", "disable"):
-        client.patch(f"plugins/{installation_id}", {"enabled": change.kind == "enable"})
-    elif change.kind == "mode":
-        client.patch(f"plugins/{installation_id}", {"mode": wanted.mode})
+    client.call(*second_round_call(change, wanted, ids[wanted.slug]))
 
 
 def _reorder(client: Client, desired: Desired, state: dict, ids: dict[str, str], done: list[dict],
@@ -107,27 +132,32 @@ def _guarded(desired: Desired, change: planning.Change, action: Callable[[], obj
     try:
         action()
     except ApiError as exc:
-        raise _located(desired, change, exc) from None
+        raise located(desired, change, exc) from None
 
 
-def _located(desired: Desired, change: planning.Change, exc: ApiError) -> Exception:
-    if exc.status == 0 or exc.status == 401:
-        return ApplyError(exc.message)
+def located(desired: Desired, change: planning.Change, exc: ApiError) -> Exception:
+    """The hub's refusal of `change`, pointed at the file, line and field it came from (a FileError), or an
+    ApplyError when it is about no file (the hub unreachable, the key refused, the hub failing)."""
+    if exc.status in (0, 401) or exc.status >= 500:
+        return ApplyError(exc.message or f"HTTP {exc.status}")
+    # The file, line and field path say where: the message says only what is wrong, once (the hub's
+    # message starts with its own name for the field, which is not the files' name for it).
+    message = exc.message.removeprefix(f"{exc.field}: ") if exc.field else exc.message
     if change.kind == "reorder":
-        return desired.error(f"chains.{change.target}", exc.message)
+        return desired.error(f"chains.{change.target}", message)
     wanted = desired.plugins.get(change.target)
+    code_file = str(desired.directory / wanted.source_file) if wanted and wanted.source_file else None
     errors = exc.extra.get("errors")
-    if exc.code == "compile_error" and wanted and wanted.source_file and isinstance(errors, list) and errors:
+    if exc.code in ("compile_error", "type_error") and code_file and isinstance(errors, list) and errors:
         first = errors[0]
-        return FileError(str(desired.directory / wanted.source_file), first.get("line"),
-                         f"plugins.{change.target}.source", f"column {first.get('column')}: {first.get('message')}")
-    api_field = exc.field or ""
-    head, _, rest = api_field.partition(".")
+        return FileError(code_file, first.get("line"), f"plugins.{change.target}.source", str(first.get("message")),
+                         column=first.get("column"))
+    head, _, rest = (exc.field or "").partition(".")
+    if exc.code == "permission_not_granted":
+        head, rest = "grant", ""
+    elif exc.field and head not in _FIELDS and code_file and change.kind in ("install", "code"):
+        # about the code but at no line (a matcher the install probe refused): its file
+        return FileError(code_file, None, f"plugins.{change.target}.source", message)
     local = _FIELDS.get(head, "")
     field_path = ".".join(p for p in (f"plugins.{change.target}", local, rest if local else "") if p)
-    # The file, line and field path already say where: the message says only what is wrong, once (the
-    # hub's message may start with its own name for the field).
-    message = exc.message
-    for prefix in filter(None, (exc.field, api_field)):
-        message = message.removeprefix(f"{prefix}: ")
-    return desired.error(field_path, message if local else f"{change.summary.lstrip('+~- ')}: {message}")
+    return desired.error(field_path, message)

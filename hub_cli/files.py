@@ -34,12 +34,16 @@ def slug_of(name: str) -> str:
 
 
 class FileError(Exception):
-    """A state file that does not validate: where (file and line), which field, and why."""
+    """A file that does not validate: where (file, line and, in code, column), which field, and why."""
 
-    def __init__(self, path: str, line: int | None, field_path: str, message: str):
-        where = f"{path}:{line}" if line else path
+    def __init__(self, path: str, line: int | None, field_path: str, message: str, column: int | None = None):
+        where = path + (f":{line}" if line else "") + (f":{column}" if line and column else "")
         super().__init__(f"{where}: {field_path}: {message}")
-        self.path, self.line, self.field, self.message = path, line, field_path, message
+        self.path, self.line, self.column, self.field, self.message = path, line, column, field_path, message
+
+    def as_dict(self) -> dict:
+        return {"file": self.path, "line": self.line, "column": self.column, "field": self.field,
+                "message": self.message}
 
 
 @dataclass

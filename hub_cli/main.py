@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from hub_cli import __version__, applying, config, explaining, files, planning, shortcuts
+from hub_cli import __version__, applying, checking, config, explaining, files, planning, shortcuts
 from hub_cli import tail as tailing
 from hub_cli.client import ApiError, Client
 from hub_cli.clock import clock_time
@@ -45,7 +45,7 @@ def run(ctx: Context, action) -> Any:
     except config.ConfigError as exc:
         fail(ctx, str(exc))
     except files.FileError as exc:
-        fail(ctx, str(exc), file=exc.path, line=exc.line, field=exc.field)
+        fail(ctx, str(exc), file=exc.path, line=exc.line, column=exc.column, field=exc.field)
     except (applying.ApplyError, ValueError, OSError) as exc:
         fail(ctx, str(exc))
     except ApiError as exc:
@@ -99,36 +99,49 @@ def export(click_ctx: click.Context, directory: Path, as_json: bool) -> None:
              "removed": [str(p) for p in result.removed]}, result.summary(directory))
 
 
-def _plan(ctx: Context, directory: Path, prune: bool) -> planning.Plan:
+def _plan(ctx: Context, directory: Path, prune: bool, typecheck: bool) -> tuple[planning.Plan, list]:
+    """The changes apply would make, each rehearsed on the hub (?dryRun=true): the refused ones apart."""
     desired = run(ctx, lambda: files.read(directory))
-    state = run(ctx, lambda: applying.export(ctx.client()))
-    return planning.plan(desired, state, prune=prune)
+    client = ctx.client()
+    state = run(ctx, lambda: applying.export(client))
+    result = planning.plan(desired, state, prune=prune)
+    refusals = run(ctx, lambda: checking.check(client, desired, state, result, typecheck))
+    refused = {id(r.change) for r in refusals}
+    return planning.Plan([c for c in result.changes if id(c) not in refused], result.notes), refusals
 
 
 @cli.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--prune", is_flag=True, help="Also uninstall plugins the files do not list.")
+@typecheck_option
 @json_option
 @click.pass_context
-def plan(click_ctx: click.Context, directory: Path, prune: bool, as_json: bool) -> None:
-    """Show what `hub apply` would change; exit 2 when there are changes, 0 when none."""
+def plan(click_ctx: click.Context, directory: Path, prune: bool, typecheck: bool, as_json: bool) -> None:
+    """Show what `hub apply` would change, each change checked by the hub without changing anything;
+    exit 2 when there are changes, 0 when none, 1 when the hub would refuse one."""
     ctx = _ctx(click_ctx, as_json)
-    result = _plan(ctx, directory, prune)
-    ctx.out(result.as_dict(), planning.render(result))
-    sys.exit(EXIT_CHANGES if result.changes else 0)
+    result, refusals = _plan(ctx, directory, prune, typecheck)
+    if as_json:
+        ctx.out({**result.as_dict(), "errors": [r.as_dict() for r in refusals]}, "")
+    else:
+        click.echo(planning.render(result, len(refusals)))
+        for refusal in refusals:
+            click.echo(f"hub: {refusal.error}", err=True)
+    sys.exit(EXIT_ERROR if refusals else EXIT_CHANGES if result.changes else 0)
 
 
 @cli.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--prune", is_flag=True, help="Also uninstall plugins the files do not list.")
+@typecheck_option
 @json_option
 @click.pass_context
-def apply(click_ctx: click.Context, directory: Path, prune: bool, as_json: bool) -> None:
+def apply(click_ctx: click.Context, directory: Path, prune: bool, typecheck: bool, as_json: bool) -> None:
     """Make the account match DIRECTORY through the API (new code becomes a new, deployed version)."""
     ctx = _ctx(click_ctx, as_json)
     desired = run(ctx, lambda: files.read(directory))
     report = (lambda line: None) if as_json else click.echo
-    done = run(ctx, lambda: applying.apply(ctx.client(), desired, prune=prune, report=report))
+    done = run(ctx, lambda: applying.apply(ctx.client(), desired, prune=prune, report=report, typecheck=typecheck))
     ctx.out({"applied": done}, f"{len(done)} change(s) applied" if done else "no changes")
 
 

@@ -170,14 +170,18 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def render(result: Plan) -> str:
-    if not result.changes:
-        lines = ["no changes"]
-    else:
-        lines = []
-        for change in result.changes:
-            lines.append(change.summary)
-            lines.extend(f"    {d}" for d in change.details)
+def render(result: Plan, refused: int = 0) -> str:
+    """The plan as text; `refused` changes the hub would refuse are left out of it (the caller prints why)."""
+    lines = []
+    for change in result.changes:
+        lines.append(change.summary)
+        lines.extend(f"    {d}" for d in change.details)
+    if refused:
+        lines.append(f"{len(result.changes)} change(s); {refused} refused by the hub (below): "
+                     "apply would stop at the first")
+    elif result.changes:
         lines.append(f"{len(result.changes)} change(s)")
+    else:
+        lines.append("no changes")
     lines.extend(f"note: {n}" for n in result.notes)
     return "\n".join(lines)

@@ -173,6 +173,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "plugins_app.api.schema.add_hook_contexts",
+        "plugins_app.api.dry_run.document_dry_runs",
         "plugins_app.api.schema.document_errors",
         "plugins_app.api.schema_links.add_links",
         "plugins_app.api.schema.drop_echoed_choice_labels",

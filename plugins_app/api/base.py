@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from accounts.models import Account, ApiKey
+from plugins_app.api.dry_run import refuse_where_absent
 from plugins_app.api.edge import check_request
 from plugins_app.errors import NotFound
 
@@ -34,6 +35,7 @@ class AccountView(APIView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         check_request(self, request, kwargs)
+        refuse_where_absent(self, request)
 
 
 @extend_schema(exclude=True)

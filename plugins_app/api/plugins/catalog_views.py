@@ -6,6 +6,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from plugins_app.api.base import AccountView
+from plugins_app.api.dry_run import rehearsable
 from plugins_app.api.edge import body, body_field
 from plugins_app.api.plugins.serializers import InstallationSerializer
 from plugins_app.services.plugins import catalog
@@ -42,6 +43,7 @@ class CatalogView(AccountView):
 
 
 class PluginSettingsView(AccountView):
+    @rehearsable
     @body(inline_serializer("SettingsPatch", {"settings": serializers.DictField()}),
           responses=InstallationSerializer)
     def patch(self, request: Request, installation_id: str) -> Response:

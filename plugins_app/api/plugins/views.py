@@ -7,6 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from plugins_app.api.base import AccountView, validated
+from plugins_app.api.dry_run import rehearsable
 from plugins_app.api.edge import body, body_field
 from plugins_app.api.plugins import serializers as s
 from plugins_app.errors import InvalidInput
@@ -26,6 +27,7 @@ class PluginListView(AccountView):
         qs = Installation.objects.filter(account=self.account).select_related("plugin").order_by("created_at", "id")
         return Response({"plugins": s.InstallationSerializer(qs, many=True).data})
 
+    @rehearsable
     @body(s.InstallRequestSerializer, responses={201: s.InstallationSerializer})
     def post(self, request: Request) -> Response:
         body = validated(s.InstallRequestSerializer, request.data)
@@ -45,6 +47,7 @@ class PluginDetailView(AccountView):
     def get(self, request: Request, installation_id: str) -> Response:
         return Response(s.InstallationSerializer(plugins.get_installation(self.account, installation_id)).data)
 
+    @rehearsable
     @body(inline_serializer("PluginPatch", {
         "enabled": drf_serializers.BooleanField(required=False),
         "mode": drf_serializers.ChoiceField(["live", "shadow"], required=False,
@@ -65,12 +68,14 @@ class PluginDetailView(AccountView):
             installation = plugins.set_enabled(self.account, installation_id, data["enabled"])
         return Response(s.InstallationSerializer(installation).data)
 
+    @rehearsable
     def delete(self, request: Request, installation_id: str) -> Response:
         plugins.uninstall(self.account, installation_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class PluginGrantView(AccountView):
+    @rehearsable
     @body(inline_serializer("GrantRequest", {"grant": drf_serializers.ListField(
         child=drf_serializers.CharField())}), responses=s.InstallationSerializer)
     def post(self, request: Request, installation_id: str) -> Response:
@@ -95,6 +100,7 @@ class ChainView(AccountView):
         entries = chains.chain_entries(self.account, hook)
         return Response({"hook": hook, "chain": s.ChainEntrySerializer(entries, many=True).data})
 
+    @rehearsable
     @body(s.OrderRequestSerializer, responses=_CHAIN)
     def put(self, request: Request, hook: str) -> Response:
         data = request.data if isinstance(request.data, dict) else {}

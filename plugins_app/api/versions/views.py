@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from plugins_app.api.base import AccountView, AuditListView, validated
+from plugins_app.api.dry_run import rehearsable
 from plugins_app.api.edge import body
 from plugins_app.api.plugins import serializers as s
 from plugins_app.api.versions import serializers as vs
@@ -36,6 +37,7 @@ class VersionListView(AccountView):
             row.installation = installation
         return Response({"live": installation.live_version, "versions": vs.VersionSerializer(rows, many=True).data})
 
+    @rehearsable
     @body(vs.DraftRequestSerializer, responses={201: vs.VersionSerializer},
           summary="Save a draft version; what runs does not change")
     def post(self, request: Request, installation_id: str) -> Response:
@@ -47,6 +49,7 @@ class VersionListView(AccountView):
 
 
 class VersionDeployView(AccountView):
+    @rehearsable
     @body(vs.DeployRequestSerializer, responses=_DEPLOYED,
           summary="Make a version the live code from the very next call (optionally checked against recorded "
                   "calls first, and refused past maxDifferent)")
@@ -90,6 +93,7 @@ class RecordedCallReplayView(AccountView):
 
 
 class RollbackView(AccountView):
+    @rehearsable
     @body(vs.DeployRequestSerializer, responses=_DEPLOYED,
           summary="Redeploy the newest earlier version that was live before")
     def post(self, request: Request, installation_id: str) -> Response:

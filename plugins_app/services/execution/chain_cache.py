@@ -14,6 +14,7 @@ from django.db import models
 from plugins_app.models import ChainEntry, PluginVersion
 from plugins_app.runtime.web.chain import Handler
 from plugins_app.services.plugins.settings import secret_references
+from plugins_app.services.rehearsal import rehearsing
 
 MAX_ACCOUNTS = 4096   # a thousand busy accounts must not evict each other
 SHADOW = "shadow:"    # chains[SHADOW + hook]: the handlers that run in shadow after the live chain
@@ -40,6 +41,8 @@ class ChainCache:
         self.loads = 0
 
     def chains(self, account) -> dict[str, list[Handler]]:
+        if rehearsing():   # rows a dry run wrote and will roll back: never cached, never served from the cache
+            return load_chains(account.pk)
         with self._lock:
             entry = self._data.get(account.pk)
             if entry is not None and entry.version == account.hooks_version:
