@@ -28,7 +28,7 @@ REUSED_PID_SLACK = 2.0    # seconds: /proc's start times are coarse; a claim old
 LEGACY_TMP_SECONDS = 60.0  # an older version's half-written `.*.json.tmp` this old is debris, not a write under way
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS tasks (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,   -- never reused: a late settle cannot touch a newer row
     task TEXT NOT NULL,
     args TEXT NOT NULL,        -- JSON
     claimed_by INTEGER,        -- the pid sending it, NULL while it waits
@@ -88,15 +88,20 @@ class Journal:
         return [(id_, task, json.loads(args)) for id_, task, args in rows]
 
     def settle(self, sent: Sequence[int], unsent: Sequence[int]) -> None:
-        """Claimed rows: the sent ones are deleted, the others wait again."""
+        """Rows this process claimed: the sent ones are deleted, the others wait again. A row another
+        process took meanwhile (it judged this one gone) is its to settle: it may be sent twice."""
+        pid = os.getpid()
         with self._write() as db:
-            db.executemany("DELETE FROM tasks WHERE id = ?", [(id_,) for id_ in sent])
-            db.executemany("UPDATE tasks SET claimed_by = NULL, claimed_at = NULL WHERE id = ?",
-                           [(id_,) for id_ in unsent])
+            db.executemany("DELETE FROM tasks WHERE id = ? AND claimed_by = ?", [(id_, pid) for id_ in sent])
+            db.executemany("UPDATE tasks SET claimed_by = NULL, claimed_at = NULL WHERE id = ? AND claimed_by = ?",
+                           [(id_, pid) for id_ in unsent])
 
     def reclaim(self) -> int:
         """Rows claimed by a process that is gone (or by this one, which holds none between its sender's
         rounds: a settle the disk refused) wait again. How many."""
+        with self._read() as db:   # most rounds find no claim: no write lock for them
+            if db.execute("SELECT 1 FROM tasks WHERE claimed_by IS NOT NULL LIMIT 1").fetchone() is None:
+                return 0
         with self._write() as db:
             claims = db.execute("SELECT claimed_by, MIN(claimed_at) FROM tasks WHERE claimed_by IS NOT NULL "
                                 "GROUP BY claimed_by").fetchall()
@@ -105,7 +110,7 @@ class Journal:
                 if pid == os.getpid():
                     stale_before = float("inf")
                 else:
-                    stale_before = _started(pid) - REUSED_PID_SLACK   # -inf while the claimer lives
+                    stale_before = _started(pid) - REUSED_PID_SLACK   # +inf: no such process
                 if oldest < stale_before:
                     released += db.execute("UPDATE tasks SET claimed_by = NULL, claimed_at = NULL "
                                            "WHERE claimed_by = ? AND claimed_at < ?", (pid, stale_before)).rowcount
