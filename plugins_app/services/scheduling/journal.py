@@ -66,10 +66,6 @@ class Journal:
             _inherited.append(self._db)
         self._db, self._opened, self._lock = None, None, threading.Lock()
 
-    @property
-    def path(self) -> Path:
-        return self._directory() / FILE
-
     # -- the rows -----------------------------------------------------------------------------------
     def append(self, items: Sequence[Item]) -> None:
         """Keeps `items`: all of them, or (SpoolError) none."""
