@@ -1,12 +1,9 @@
 """Tasks on their way to the broker: published by a thread of this process, never on a request's path;
-what the broker does not take is kept in a spool on disk and sent again once it does."""
+what the broker does not take is kept in a journal on disk and sent again once it does."""
 
 from __future__ import annotations
 
 import atexit
-import contextlib
-import itertools
-import json
 import logging
 import os
 import queue
@@ -16,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from plugins_app.services.log_once import OncePerInterval
+from plugins_app.services.scheduling.journal import Item, Journal, Row, SpoolError, adopt_legacy, legacy_pending
 
 logger = logging.getLogger(__name__)
 
@@ -24,29 +22,29 @@ MEMORY_LIMIT = 10_000   # tasks waiting in memory for the sender; beyond this th
 BATCH = 100             # tasks the sender takes at once
 LOG_SECONDS = 10        # a broker outage, or a full disk, is logged once per this many seconds, not once per task
 
-Item = tuple[str, list]   # (task name, its arguments): JSON-ready
 Publish = Callable[[str, list], None]
 Count = Callable[[str, str], None]   # (task name, outcome): sent | spooled | resent | lost
 
-
 class Outbox:
     """One per process. `put` only hands a task to memory (or, when that is full, to disk); the
-    sender thread publishes it. A task the broker refused is written to `directory` and published
-    again every RETRY_SECONDS, by this process or any other of the machine that shares the directory
-    (a file is claimed by renaming it), so a broker outage loses nothing and a process that exits
-    leaves its unsent tasks there. A task may so be delivered twice, never not at all: every task
-    is safe to run twice (tasks.py)."""
+    sender thread publishes it. A task the broker refused is written to the journal in `directory`
+    (one SQLite file, journal.py) and published again every RETRY_SECONDS, by this process or any
+    other of the machine that shares the directory (a row is claimed by the process sending it, and
+    a dead process's claims are given back), so a broker outage loses nothing and a process that exits
+    leaves its unsent tasks there. A task may so be delivered twice, never not at all: every task is
+    safe to run twice (tasks.py). Only a write the disk refuses loses its tasks: counted `lost` and
+    logged once per LOG_SECONDS with how many."""
 
     def __init__(self, directory: Callable[[], Path], publish: Publish, retry_seconds: float = RETRY_SECONDS):
         self._directory = directory
         self.publish = publish
         self.retry_seconds = retry_seconds
         self.on_count: Count = lambda task, outcome: None
+        self._journal = Journal(lambda: self.directory)
         self._items: queue.Queue[Item] = queue.Queue(MEMORY_LIMIT)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid = 0
-        self._names = itertools.count()
         self._log = OncePerInterval(logger, LOG_SECONDS)
         self._idle = threading.Condition()
         self._busy = 0   # tasks taken from memory, not yet sent or spooled
@@ -61,6 +59,7 @@ class Outbox:
         self._busy = 0
         self._thread = None
         self._log = OncePerInterval(logger, LOG_SECONDS)
+        self._journal.forked()
 
     @property
     def directory(self) -> Path:
@@ -93,6 +92,7 @@ class Outbox:
         left = self._drain(MEMORY_LIMIT)
         if left:
             self._spool(left, counted=True)
+        self._log.flush()
 
     def wait_idle(self, timeout: float) -> bool:
         """Whether everything put so far was sent or spooled within `timeout` (tests, shutdown)."""
@@ -106,14 +106,8 @@ class Outbox:
         return True
 
     def pending(self) -> int:
-        """Tasks in the spool, waiting for the broker."""
-        total = 0
-        for path in self.directory.glob("*.json*"):
-            try:
-                total += len(json.loads(path.read_text()))
-            except (OSError, ValueError):
-                continue
-        return total
+        """Tasks in the spool, waiting for the broker (an older version's files included)."""
+        return self._journal.count() + legacy_pending(self.directory)
 
     # -- the sender ---------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -128,10 +122,13 @@ class Outbox:
                 batch = []
             try:
                 if batch:
-                    self._send(batch, "sent", counted=True)
+                    sent = self._send(batch)
+                    if sent < len(batch):   # from the first refused on, without another wait on the broker
+                        self._spool(batch[sent:], counted=True)
                 if time.monotonic() >= next_replay:
                     next_replay = time.monotonic() + self.retry_seconds
                     self._replay()
+                self._log.flush()   # the count of a failure that stopped is still told
             except Exception:   # the sender must outlive any one fault
                 logger.exception("the task outbox failed a round; trying again")
             finally:
@@ -151,73 +148,74 @@ class Outbox:
                 self._busy += len(items)
         return items
 
-    def _send(self, items: list[Item], outcome: str, counted: bool) -> bool:
-        """Publishes `items`; from the first the broker refuses on, the rest go to the spool without
-        another wait on the broker. Whether all were sent."""
+    def _send(self, items: list[Item], outcome: str = "sent") -> int:
+        """Publishes `items` up to the first the broker refuses. How many it took."""
         for index, (task, args) in enumerate(items):
             try:
                 self.publish(task, args)
             except Exception as exc:
-                self._log_outage(exc)
-                self._spool(items[index:], counted=counted)
-                return False
+                self._log.log("outage", logging.WARNING, "the broker did not take a task (%s: %s); kept in %s "
+                              "and sent again every %s s", type(exc).__name__, exc, self.directory,
+                              self.retry_seconds)
+                return index
             self.on_count(task, outcome)
-        return True
-
-    def _log_outage(self, exc: Exception) -> None:
-        self._log.log("outage", logging.WARNING, "the broker did not take a task (%s: %s); kept in %s and sent "
-                      "again every %s s", type(exc).__name__, exc, self.directory, self.retry_seconds)
+        return len(items)
 
     def _spool(self, items: list[Item], counted: bool) -> None:
-        """Writes `items` as one new file (written whole under a temporary name, then renamed)."""
-        temporary = None
-        try:
-            directory = self.directory
-            name = f"{time.time_ns()}-{os.getpid()}-{next(self._names)}.json"
-            temporary = directory / f".{name}.tmp"
-            temporary.write_text(json.dumps(items))
-            os.replace(temporary, directory / name)
-        except OSError as exc:   # not even the disk took them: the one loss there is, counted and logged
-            if temporary is not None:   # a full disk leaves the file half written, or empty: not kept
-                with contextlib.suppress(OSError):
-                    temporary.unlink(missing_ok=True)
-            self._log.log(("lost", type(exc).__name__), logging.ERROR, "could not keep %s task(s) for the broker "
-                          "(%s: %s): lost", len(items), type(exc).__name__, exc, exc_info=True)
-            for task, _ in items:
-                self.on_count(task, "lost")
-            return
+        """Writes `items` to the journal; what the disk does not take is the one loss there is."""
+        kept, error = self._keep(items)
         if counted:
-            for task, _ in items:
+            for task, _ in items[:kept]:
                 self.on_count(task, "spooled")
+        if error is None:
+            return
+        lost = items[kept:]
+        # No traceback: the error says it all (a full disk), and it repeats for every write.
+        self._log.log(("lost", str(error)), logging.ERROR, "lost %d task(s): the spool in %s did not keep them "
+                      "for the broker (%s)", len(lost), self._directory(), error, count=len(lost))
+        for task, _ in lost:
+            self.on_count(task, "lost")
+
+    def _keep(self, items: list[Item]) -> tuple[int, SpoolError | None]:
+        """How many of `items` (from the first) the journal took, and why not the rest."""
+        try:
+            self._journal.append(items)
+            return len(items), None
+        except SpoolError as exc:
+            if len(items) == 1:
+                return 0, exc
+        for kept, item in enumerate(items):   # the disk may still take a few: one at a time, until it refuses
+            try:
+                self._journal.append([item])
+            except SpoolError as exc:
+                return kept, exc
+        return len(items), None
 
     def _replay(self) -> None:
+        """Sends the journal's waiting rows, a batch at a time, until it is empty or the broker refuses."""
         directory = self.directory
-        self._reclaim(directory)
-        for path in sorted(directory.glob("*.json")):
-            claimed = path.with_name(f"{path.name}.{os.getpid()}.sending")
+        try:
             try:
-                os.rename(path, claimed)   # one process sends a file; another that tries finds it gone
-                items = [(task, args) for task, args in json.loads(claimed.read_text())]
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError):
-                logger.exception("unreadable task spool file %s, left as %s", path, claimed)
-                continue
-            sent = self._send(items, "resent", counted=False)
-            claimed.unlink(missing_ok=True)
-            if not sent:
-                return   # the broker is still away: the rest waits for the next round
+                adopt_legacy(directory, self._journal)
+            except SpoolError as exc:   # no room for an older version's file yet: the journal's rows still go
+                self._log_spool_fault(exc)
+            self._journal.reclaim()
+            while rows := self._journal.claim(BATCH):
+                if not self._resend(rows):
+                    return   # the broker is still away: the rest waits for the next round
+            self._journal.compact()
+        except SpoolError as exc:   # e.g. a full disk refused a claim: nothing changed, the rows wait
+            self._log_spool_fault(exc)
 
-    @staticmethod
-    def _reclaim(directory: Path) -> None:
-        """Files a process claimed and died before sending go back to the spool."""
-        for claimed in directory.glob("*.json.*.sending"):
-            pid = int(claimed.name.rsplit(".", 2)[1])
-            if pid == os.getpid():
-                continue
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                os.replace(claimed, claimed.with_name(claimed.name.rsplit(".", 2)[0]))
-            except PermissionError:
-                pass
+    def _resend(self, rows: list[Row]) -> bool:
+        """Publishes claimed rows; the sent ones leave the journal, the others wait again. Whether all went."""
+        sent = 0
+        try:
+            sent = self._send([(task, args) for _, task, args in rows], "resent")
+        finally:   # rows this process could not settle are given back by the next round's reclaim
+            self._journal.settle([row[0] for row in rows[:sent]], [row[0] for row in rows[sent:]])
+        return sent == len(rows)
+
+    def _log_spool_fault(self, exc: SpoolError) -> None:
+        self._log.log(("spool", str(exc)), logging.ERROR, "the task spool in %s failed a round (%s); what it "
+                      "holds is sent in a later one", self._directory(), exc)
