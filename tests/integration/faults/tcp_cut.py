@@ -1,5 +1,7 @@
-"""A TCP relay on loopback between the hub and its PostgreSQL that can be cut and restored: to the hub,
-a database that went away (connections reset, new ones refused) and came back on the same address."""
+"""A TCP relay on loopback between the hub and its PostgreSQL that can be cut and restored (to the hub, a
+database that went away: connections reset, new ones refused, then back on the same address) or frozen
+and thawed (a database that hangs: connections stay open and new ones are taken, but no byte moves
+either way, as when the server is stopped with SIGSTOP)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ class TcpCut:
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._listener: socket.socket | None = None
+        self._flowing = threading.Event()
+        self._flowing.set()
 
     def start(self) -> TcpCut:
         listener = socket.socket()
@@ -38,6 +42,13 @@ class TcpCut:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                 sock.close()
+
+    def freeze(self) -> None:
+        """From now on no byte is relayed, on open connections or new ones, until thaw()."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        self._flowing.set()
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
@@ -63,6 +74,9 @@ class TcpCut:
         try:
             while True:
                 readable, _, _ = select.select([a, b], [], [], 1.0)
+                if readable and not self._flowing.is_set():
+                    self._flowing.wait()   # frozen: what arrived waits in the kernel's buffers
+                    continue
                 for sock in readable:
                     data = sock.recv(65536)
                     if not data:
