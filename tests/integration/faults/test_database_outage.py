@@ -11,6 +11,9 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
 import psycopg
@@ -19,7 +22,7 @@ import pytest
 from middleware_hub.database import DatabaseConfig
 from tests.plugins_app.serving import Served
 
-from .cluster import Hub, Load, figures
+from .cluster import Answer, Hub, Load, figures
 from .tcp_cut import TcpCut
 from .test_faults import STEADY, _assert_clean
 
@@ -56,23 +59,47 @@ def hub_on_postgres(tmp_path_factory):
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_a_database_outage_answers_json_503_with_retry_after_and_loses_no_row(hub_on_postgres):
-    hub, relay = hub_on_postgres
+@dataclass
+class Faulted:
+    """A fault held under load: the answers, when it began and ended, and the cancelled answers
+    whose cancel-log row is missing."""
+
+    answers: list[Answer]
+    began: float
+    ended: float
+    rows_lost: int
+
+
+def _under_load(hub: Hub, fault: Callable[[], AbstractContextManager[None]], vetoes: bool = False) -> Faulted:
+    """Steady load, then `fault()` held (it starts the fault, yields, waits it out and ends it), then
+    steady answers again (steady vetoes with `vetoes`)."""
     rows_before = hub.cancel_rows()
     with Load(hub) as load:
         load.wait_for_answers(STEADY, 0)
-        fault = time.monotonic()
+        with fault():
+            began = time.monotonic()
+        ended = time.monotonic()
+        (load.wait_for_vetoes if vetoes else load.wait_for_answers)(STEADY, ended)
+    cancelled = sum(a.status == 200 and a.outcome == "cancelled" for a in load.answers)
+    return Faulted(load.answers, began, ended, cancelled - (hub.cancel_rows() - rows_before))
+
+
+def test_a_database_outage_answers_json_503_with_retry_after_and_loses_no_row(hub_on_postgres):
+    hub, relay = hub_on_postgres
+
+    @contextmanager
+    def away():
         relay.cut()
+        yield
         time.sleep(OUTAGE_SECONDS)
         relay.start()
-        load.wait_for_answers(STEADY, time.monotonic())
-    cancelled = sum(a.status == 200 and a.outcome == "cancelled" for a in load.answers)
-    rows = hub.cancel_rows() - rows_before
-    row = figures(f"postgres away {OUTAGE_SECONDS} s", load.answers, fault, **{"rows lost": cancelled - rows})
-    _assert_clean(row, load.answers)
+
+    run = _under_load(hub, away)
+    row = figures(f"postgres away {OUTAGE_SECONDS} s", run.answers, run.began, **{"rows lost": run.rows_lost})
+    _assert_clean(row, run.answers)
     assert row["503"] > 0   # the outage was seen, and answered in the API's shape
-    assert all(a.retry_after == "5" for a in load.answers if a.status == 503)
-    assert rows == cancelled
+    assert all(a.retry_after == "5" for a in run.answers if a.status == 503)
+    assert run.rows_lost == 0
 
 
 FREEZE_SECONDS = 8   # past the connect timeout and the statement timeout (5 s)
@@ -87,25 +114,23 @@ def test_a_frozen_database_is_answered_within_seconds_and_loses_no_row(hub_on_po
     # Issue 40, item 3: a hung PostgreSQL (SIGSTOP) held every request for the whole freeze. The relay
     # stops moving bytes, as a stopped server does: connections stay open, nothing answers.
     hub, relay = hub_on_postgres
-    rows_before = hub.cancel_rows()
-    with Load(hub) as load:
-        load.wait_for_answers(STEADY, 0)
-        fault = time.monotonic()
+
+    @contextmanager
+    def frozen():
         relay.freeze()
+        yield
         time.sleep(FREEZE_SECONDS)
         relay.thaw()
-        thawed = time.monotonic()
-        load.wait_for_answers(STEADY, thawed)
-    cancelled = sum(a.status == 200 and a.outcome == "cancelled" for a in load.answers)
-    rows = hub.cancel_rows() - rows_before
-    during = [a for a in load.answers if fault <= a.at - a.seconds < thawed]   # sent while it was frozen
-    row = figures(f"postgres frozen {FREEZE_SECONDS} s", load.answers, fault,
-                  **{"rows lost": cancelled - rows, "answers in the freeze": len(during),
+
+    run = _under_load(hub, frozen)
+    during = [a for a in run.answers if run.began <= a.at - a.seconds < run.ended]   # sent while it was frozen
+    row = figures(f"postgres frozen {FREEZE_SECONDS} s", run.answers, run.began,
+                  **{"rows lost": run.rows_lost, "answers in the freeze": len(during),
                      "slowest in the freeze s": round(max((a.seconds for a in during), default=0.0), 2)})
-    _assert_clean(row, load.answers)
+    _assert_clean(row, run.answers)
     assert during, "no call was answered during the freeze"
     assert row["slowest in the freeze s"] <= FROZEN_ANSWER_SECONDS, row
-    assert rows == cancelled
+    assert run.rows_lost == 0
 
 
 LOCK_SECONDS = 8   # past the lock timeout (DATABASE_LOCK_TIMEOUT_SECONDS, 2 s) and the statement timeout (5 s)
@@ -115,24 +140,23 @@ LOCK_TIMEOUT_SECONDS = DatabaseConfig().lock_timeout_seconds   # the default the
 def test_a_locked_api_key_table_answers_503_within_the_lock_timeout(hub_on_postgres):
     # Issue 40, item 3: LOCK TABLE accounts_apikey held 20 s held every request 20 s, no 503.
     hub, _ = hub_on_postgres
-    rows_before, lines_before = hub.cancel_rows(), hub.log_lines()
-    with Load(hub) as load:
-        load.wait_for_answers(STEADY, 0)
+    lines_before = hub.log_lines()
+
+    @contextmanager
+    def locked():
         with psycopg.connect(hub.direct_url) as locker:
             locker.execute("LOCK TABLE accounts_apikey IN ACCESS EXCLUSIVE MODE")   # held until the rollback
-            fault = time.monotonic()
+            yield
             time.sleep(LOCK_SECONDS)
             locker.rollback()
-        released = time.monotonic()
-        load.wait_for_vetoes(STEADY, released)
-    cancelled = sum(a.status == 200 and a.outcome == "cancelled" for a in load.answers)
-    rows = hub.cancel_rows() - rows_before
-    refused = [a.at - fault for a in load.answers if a.status == 503 and a.at >= fault]
-    row = figures(f"accounts_apikey locked {LOCK_SECONDS} s", load.answers, fault,
-                  **{"rows lost": cancelled - rows, "log lines": hub.log_lines() - lines_before,
+
+    run = _under_load(hub, locked, vetoes=True)
+    refused = [a.at - run.began for a in run.answers if a.status == 503 and a.at >= run.began]
+    row = figures(f"accounts_apikey locked {LOCK_SECONDS} s", run.answers, run.began,
+                  **{"rows lost": run.rows_lost, "log lines": hub.log_lines() - lines_before,
                      "first 503 s": round(min(refused, default=-1), 2)})
-    _assert_clean(row, load.answers)
-    assert refused and rows == cancelled
+    _assert_clean(row, run.answers)
+    assert refused and run.rows_lost == 0
     # A call that met the lock failed after the lock timeout (2 s), answered 503 while the lock was still
     # held: the first within the timeout and a margin for a loaded machine. Calls of one account queue
     # for its one admission place per web process, though, so the calls behind it answered after two,
