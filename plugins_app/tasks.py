@@ -76,6 +76,6 @@ def sweep_kv() -> int:
 
 @shared_task(ignore_result=True)
 def prune_recorded_calls() -> int:
-    """Beat's sweep of recorded calls past their age bound, in every account: web processes prune as they
-    record, which an account that stopped calling (or a hub between deploys) never triggers."""
+    """Beat's sweep of recorded calls past their age bound, in every account: a write prunes only the hook
+    it wrote to, which an account that stopped calling never triggers."""
     return recording.prune_expired()

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from plugins_app.runtime.environment import Env
 
-# How often recorded calls past the age bound are deleted: by each web process's writer as it
-# records, and by beat (plugins_app.tasks.prune_recorded_calls) for accounts that stopped calling.
+# How often beat (plugins_app.tasks.prune_recorded_calls) deletes every account's recorded calls past the
+# age bound; each write already prunes the hook it wrote to.
 PRUNE_EVERY_SECONDS = 600
 
 

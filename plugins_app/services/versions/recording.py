@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from collections import defaultdict
 from datetime import timedelta
 from typing import Any
@@ -26,7 +25,7 @@ from plugins_app.models import RecordedCall
 from plugins_app.services.audit.queries import common
 from plugins_app.services.execution.observers import ChainRun
 from plugins_app.services.secrets.egress import account_redactor
-from plugins_app.services.versions.config import PRUNE_EVERY_SECONDS, RecordingConfig
+from plugins_app.services.versions.config import RecordingConfig
 
 logger = logging.getLogger(__name__)
 OUTCOMES = ("unchanged", "changed", "cancelled")
@@ -46,7 +45,6 @@ class Recorder(BufferedWriter):
     def __init__(self) -> None:
         super().__init__()
         self._numbers = itertools.count()
-        self._pruned_at = time.monotonic()
 
     def add(self, run: ChainRun) -> None:
         bound = config().per_hook
@@ -96,12 +94,6 @@ class Recorder(BufferedWriter):
         with self._lock:
             self._pending[key] = {**value, "tries": tries}
 
-    def periodic(self) -> None:
-        super().periodic()
-        if time.monotonic() - self._pruned_at >= PRUNE_EVERY_SECONDS:
-            self._pruned_at = time.monotonic()
-            prune_expired()
-
 
 recorder = Recorder()
 
@@ -126,7 +118,8 @@ def prune(account_id: int, hook: str) -> int:
 
 
 def prune_expired() -> int:
-    """Drops every account's calls older than the age bound (hooks that get no calls any more)."""
+    """Drops every account's calls older than the age bound, hooks that get no calls any more included
+    (beat's task, every PRUNE_EVERY_SECONDS; a write prunes only its own account's hook)."""
     deleted, _ = RecordedCall.objects.filter(created_at__lt=oldest_kept()).delete()
     return deleted
 
