@@ -41,6 +41,10 @@ CPU_GRACE_SECONDS = 0.1
 # the isolate stops it.
 TERMINATE_GRACE_SECONDS = 1.0
 BUSY_SECONDS = 0.02          # a turn holding the thread longer than this makes the engine busy
+YIELD_TURNS = 4              # newcomers' turns a chain's next entry lets go first while requests wait
+# A handler that has computed this long in short turns (a thousand timers, say) makes its engine busy
+# until its chain ends: newcomers go to another engine rather than taking turns between its own.
+HEAVY_CPU_SECONDS = 0.05
 
 # A handler stopped in place (its turn terminated; the isolate and the chains parked in it go on).
 STOPPED_WARNING = "never yielded within {budget} ms (it was stopped; the chains beside it went on)"
@@ -83,6 +87,7 @@ class Flight:
     timers: set[asyncio.TimerHandle] = field(default_factory=set)
     posted: bool = False          # an entry of this chain is on the isolate's thread's line
     pending: deque[tuple[str, str]] = field(default_factory=deque)   # entries waiting for it: (name, receiver)
+    yields_left: int = 0          # turns of newcomers its next entry still lets go first
 
 
 @dataclass
@@ -112,6 +117,9 @@ class Flights:
         self.demoted: Flight | None = None       # the chain whose turn lowered the thread's priority
         self.closed = False
         self._ticker: asyncio.TimerHandle | None = None
+        self.heavy: set[int] = set()          # chains whose handler has computed past HEAVY_CPU_SECONDS
+        self.yielding: deque[int] = deque()   # chains whose next entry lets the engine's waiting requests go first
+        self._releasing = False
         self.queue.read_with(self._read)
 
     # -- posting -----------------------------------------------------------------------------------
@@ -171,8 +179,13 @@ class Flights:
         """Whether one turn has held the isolate's thread past BUSY_SECONDS. A turn whose answer the
         isolate's thread has sent already does not: its caller may be back with its next call before
         this loop has read it, and sending that call elsewhere would cost it its warm compartments."""
-        return (bool(self.expect) and time.monotonic() - self.turn_started > BUSY_SECONDS
-                and not self.queue.answered_early())
+        return bool(self.heavy) or (bool(self.expect) and time.monotonic() - self.turn_started > BUSY_SECONDS
+                                    and not self.queue.answered_early())
+
+    def held(self) -> bool:
+        """Whether a turn holds the thread now, or a heavy chain will take more of its turns: a request
+        waiting here would wait for it."""
+        return self.held_account is not None or bool(self.heavy)
 
     def holding(self) -> Flight | None:
         return next((f for f in self.flights.values() if f.holder is not None), None)
@@ -180,6 +193,12 @@ class Flights:
     # -- answers -----------------------------------------------------------------------------------
     def _read(self) -> None:
         """Takes every answer that has arrived, in posting order (called by the queue's wake)."""
+        try:
+            self._read_answers()
+        finally:
+            self._yielded()
+
+    def _read_answers(self) -> None:
         while self.expect and not self.closed and self.queue.ready():
             seq = self.expect.popleft()
             if isinstance(seq, asyncio.Future):
@@ -214,6 +233,12 @@ class Flights:
                 flight = self.flights.pop(seq, None)
                 if flight is not None:
                     self._finish(flight, {"fatal": "answer"}, False)
+
+    def _yielded(self) -> None:
+        """A turn ended: the chains yielding to newcomers are looked at after the loop's next step."""
+        if self.yielding and not self._releasing and not self.closed:
+            self._releasing = True
+            asyncio.get_running_loop().call_soon(self._release_yielding)
 
     def _tick(self) -> None:
         """Every SLICE_SECONDS while something of ours is on the isolate's line: a look at the turn
@@ -252,12 +277,46 @@ class Flights:
         finally:
             if flight.seq in self.flights and not flight.posted:
                 if flight.pending:
-                    entry, this = flight.pending.popleft()
                     flight.posted = True
-                    self._send(entry, this, flight.seq)
+                    if self.engine.waiting():
+                        # Requests wait in the engine's line, and a chain starts only on an idle
+                        # thread: else a chain with a thousand timers to fire keeps the thread busy
+                        # with 4 ms turns and every newcomer waits for its last.
+                        flight.yields_left = YIELD_TURNS
+                        self.yielding.append(flight.seq)
+                    else:
+                        self._send_pending(flight.seq)
                 elif not isinstance(value, str) and not early:
                     flight.posted = True   # the poll was stopped (a termination meant for the turn before): ask again
                     self._send_poll(flight.seq)
+
+    def _release_yielding(self) -> None:
+        """After the engine's loop has had its step (and started a waiting request if it could): the
+        chains that yield to newcomers post their next entry once the thread is idle (no newcomer
+        started), the line is empty, or they have let YIELD_TURNS turns of others go first."""
+        self._releasing = False
+        keep: deque[int] = deque()
+        for seq in self.yielding:
+            flight = self.flights.get(seq)
+            if flight is None:
+                continue
+            if self.idle() or not self.engine.waiting() or flight.yields_left <= 0:
+                self._send_pending(seq)
+            else:
+                flight.yields_left -= 1
+                keep.append(seq)
+        self.yielding = keep
+
+    def _send_pending(self, seq: int) -> None:
+        """Posts the next entry waiting for chain `seq` (marked posted already)."""
+        flight = self.flights.get(seq)
+        if flight is None or self.closed:
+            return
+        if flight.pending:
+            entry, this = flight.pending.popleft()
+            self._send(entry, this, seq)
+        else:
+            flight.posted = False
 
     def _take(self, flight: Flight, value: object, early: bool, used: float) -> None:
         if early:
@@ -277,6 +336,9 @@ class Flights:
             # no more than the time since it started (one thread's CPU can't outrun the clock).
             used = min(used, max(0.0, time.time() - status["started"] / 1000))
         flight.cpu += used
+        if flight.cpu > HEAVY_CPU_SECONDS and flight.seq not in self.heavy:
+            self.heavy.add(flight.seq)
+            self.engine.send_back_waiting()
         flight.started = status["started"] / 1000
         for item in status.get("out") or []:
             self._asked(flight, item)
@@ -295,6 +357,7 @@ class Flights:
 
     def _finish(self, flight: Flight, status: JsonObject | None, early: bool) -> None:
         self.flights.pop(flight.seq, None)
+        self.heavy.discard(flight.seq)
         self._disarm(flight)
         if not flight.finished.done():
             flight.finished.set_result((status, early))
@@ -500,6 +563,8 @@ class FlightsOwner(Protocol):
     def host_call(self, flight: Flight, item: JsonObject, wait: HostWait) -> None: ...
     def held_by(self, account: str | None) -> None: ...
     def turn_ended(self) -> None: ...
+    def waiting(self) -> bool: ...
+    def send_back_waiting(self) -> None: ...
     def lower(self, iso: Isolate) -> None: ...
     def held_long(self, iso: Isolate) -> None: ...
     def restore(self, iso: Isolate) -> bool: ...

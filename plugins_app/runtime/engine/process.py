@@ -103,6 +103,22 @@ class Engine:
                 self.board.release()
             else:
                 self.board.hold(account)
+        if account is not None:
+            self.send_back_waiting()
+
+    def send_back_waiting(self) -> None:
+        """A turn holds the isolate's thread, or a heavy chain takes turn after turn: requests waiting in line here would wait for it to end
+        (up to HUB_CPU_MS, a second by default, when the turn is a loop's). Each that came because this
+        engine was free when it arrived is answered busy, and its caller sends it to another engine;
+        one that came to wait here because every engine was busy stays (refused again, it would come
+        straight back). None of them has started, so nothing runs twice."""
+        keep: deque[Job] = deque()
+        for job in self.jobs:
+            if job.message.get("wait"):
+                keep.append(job)
+            else:
+                self._refuse(job)
+        self.jobs = keep
 
     # -- connections ---------------------------------------------------------------------------
     def listen(self, listener: socket.socket) -> None:
@@ -221,6 +237,10 @@ class Engine:
                 and self.active == in_flight   # none started but not yet posted (loading its code, say)
                 and (flights is None or flights.idle()))
 
+    def waiting(self) -> bool:
+        """Whether requests wait in line for a place among the chains in flight."""
+        return bool(self.jobs)
+
     def turn_ended(self) -> None:
         """A turn of the isolate's thread ended: requests waiting in line may start."""
         if self.jobs:
@@ -271,8 +291,10 @@ class Engine:
 
     def _refuse(self, job: Job) -> None:
         flights = self.flights
+        held = flights is not None and flights.held()
         job.client.send(protocol.result(job.message.get("id"), busy=True, holder=self._holder_for(job),
-                                        lane=flights is not None and job.message.get("account") == flights.held_account))
+                                        lane=flights is not None and job.message.get("account") == flights.held_account,
+                                        held=held))
 
     def lower(self, iso: Isolate) -> None:
         self._set_priority(iso, DEMOTED_NICE, idle=False)

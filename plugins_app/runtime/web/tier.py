@@ -165,8 +165,11 @@ def route(engines: list[str], lane_engines: list[str], account_key: str, message
     order = [a for a in candidates if a not in starting] or candidates
     if not order:
         raise EngineSilent(started=False)
+    unheld = None   # the first engine that was busy only with short turns: the better place to wait
     for address in order:
         reply = yield address, message
+        if unheld is None and not reply.get("held"):
+            unheld = address
         if not reply.get("busy") or reply.get("holder"):
             return reply   # a holder: the caller leaves that handler out and asks again
         if reply.get("lane") and not lane:
@@ -177,8 +180,9 @@ def route(engines: list[str], lane_engines: list[str], account_key: str, message
             return (yield from route(engines, lane_engines, account_key, message, True,
                                      wait_at=None if reply.get("elsewhere") else address, silent=silent,
                                      starting=starting))
-    # Everything is busy: wait in line where this account is warm.
-    return (yield wait_at or order[0], dict(message, wait=True))
+    # Everything is busy: wait in line where this account is warm, unless a turn holds that engine's
+    # thread (a loop runs there until HUB_CPU_MS stops it) and another's are only busy.
+    return (yield wait_at or unheld or order[0], dict(message, wait=True))
 
 
 class ShippedCode:
