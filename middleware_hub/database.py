@@ -11,6 +11,7 @@ from plugins_app.runtime.environment import Env
 
 POSTGRESQL = "django.db.backends.postgresql"
 SQLITE = "django.db.backends.sqlite3"
+DEADLINED_POSTGRESQL = "middleware_hub.postgresql"
 
 
 @dataclass(frozen=True)
@@ -19,14 +20,29 @@ class DatabaseConfig:
     statement_timeout_seconds: float = 5.0   # PostgreSQL: any one statement is cancelled after this (0: never)
     lock_timeout_seconds: float = 2.0     # PostgreSQL: a statement waiting this long for a lock fails (0: never)
     sqlite_timeout_seconds: float = 5.0   # SQLite: how long a connection waits for another's write lock
+    # PostgreSQL, on the hub's side (query_deadline.py): a round trip unanswered after this is cut off,
+    # for a server that hangs and so enforces none of the above (0: never). Above the statement timeout.
+    query_deadline_seconds: float = 7.0
+    execute_deadline_seconds: float = 2.5   # ...on the execute path, whose statements are all short
+    hung_breaker_seconds: float = 1.0      # after a cut-off, round trips fail at once for this long
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> DatabaseConfig:
         env = Env(environ)
+        statement = env.number("DATABASE_STATEMENT_TIMEOUT_SECONDS", 5.0)
         return cls(connect_timeout_seconds=env.integer("DATABASE_CONNECT_TIMEOUT_SECONDS", 2, minimum=1),
-                   statement_timeout_seconds=env.number("DATABASE_STATEMENT_TIMEOUT_SECONDS", 5.0),
+                   statement_timeout_seconds=statement,
                    lock_timeout_seconds=env.number("DATABASE_LOCK_TIMEOUT_SECONDS", 2.0),
-                   sqlite_timeout_seconds=env.number("DATABASE_SQLITE_TIMEOUT_SECONDS", 5.0))
+                   sqlite_timeout_seconds=env.number("DATABASE_SQLITE_TIMEOUT_SECONDS", 5.0),
+                   query_deadline_seconds=env.number("DATABASE_QUERY_DEADLINE_SECONDS",
+                                                     statement + 2.0 if statement > 0 else 0.0),
+                   execute_deadline_seconds=env.number("DATABASE_EXECUTE_DEADLINE_SECONDS", 2.5),
+                   hung_breaker_seconds=env.number("DATABASE_HUNG_BREAKER_SECONDS", 1.0))
+
+    @staticmethod
+    def engine(engine: str) -> str:
+        """The backend the hub runs for `engine`: PostgreSQL's with the round-trip deadline."""
+        return DEADLINED_POSTGRESQL if engine == POSTGRESQL else engine
 
     def options(self, engine: str, given: Mapping[str, Any]) -> dict[str, Any]:
         """A database's OPTIONS (settings.DATABASES) with these timeouts; options the URL itself gave

@@ -118,6 +118,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 HUB_DATABASE = DatabaseConfig.from_env(os.environ)
 DATABASES["default"]["OPTIONS"] = HUB_DATABASE.options(DATABASES["default"]["ENGINE"],
                                                        DATABASES["default"].get("OPTIONS") or {})
+# PostgreSQL through the backend that puts a deadline on every round trip (middleware_hub/query_deadline.py).
+DATABASES["default"]["ENGINE"] = HUB_DATABASE.engine(DATABASES["default"]["ENGINE"])
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

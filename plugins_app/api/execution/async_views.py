@@ -22,6 +22,7 @@ from django.db import close_old_connections
 from django.http import HttpResponse, HttpResponseBase
 from rest_framework.response import Response
 
+from middleware_hub.query_deadline import deadline_for
 from plugins_app.api.execution import serializers as s
 from plugins_app.api.execution.views import HookExecuteView
 from plugins_app.services.execution import execute as execution
@@ -73,7 +74,8 @@ class AsyncHookExecuteView(HookExecuteView):
         # Reset at the end: async_to_sync hands a coroutine's context changes back to its caller.
         token = on_request_thread.set(not asgi)
         try:
-            response = await self._answer(request, args, kwargs, asgi)
+            with deadline_for(settings.HUB_DATABASE.execute_deadline_seconds):   # as HookExecuteView.dispatch
+                response = await self._answer(request, args, kwargs, asgi)
         finally:
             on_request_thread.reset(token)
         # Rendered already, on the step's thread. Handed to Django's handler as a DRF Response, it would

@@ -2,6 +2,7 @@
 
 from typing import cast
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers as drf_serializers
@@ -10,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
+from middleware_hub.query_deadline import deadline_for
 from plugins_app.api.base import AccountView, validated
 from plugins_app.api.edge import body
 from plugins_app.api.execution import serializers as s
@@ -61,6 +63,12 @@ class HookExecuteView(AccountView):
     renderer_classes = [PlainJSONRenderer, *(cast(type[BaseRenderer], r) for r in api_settings.DEFAULT_RENDERER_CLASSES
                                              if r is not JSONRenderer)]
     content_negotiation_class = JSONFirstNegotiation
+
+    def dispatch(self, request, *args, **kwargs):
+        # Every statement of an execute call is a short one: a database that hangs is answered 503
+        # within seconds (middleware_hub/query_deadline.py), the key's lookup included.
+        with deadline_for(settings.HUB_DATABASE.execute_deadline_seconds):
+            return super().dispatch(request, *args, **kwargs)
 
     @body(s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
           summary="Run the account's chain for a hook", description=EXECUTE_DESCRIPTION)

@@ -106,10 +106,6 @@ FREEZE_SECONDS = 8   # past the connect timeout and the statement timeout (5 s)
 FROZEN_ANSWER_SECONDS = 3   # issue 40: during a hung database's freeze, every answer (a JSON 503 is one) within this
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not built yet: a frozen server enforces neither statement_timeout nor lock_timeout, and its kernel "
-    "still acknowledges every byte (so no TCP timeout fires either); only a client-side deadline on each "
-    "query would answer 503 here. Measured: 0 answers during an 8 s freeze, each call held 8.5 s, 0 rows lost"))
 def test_a_frozen_database_is_answered_within_seconds_and_loses_no_row(hub_on_postgres):
     # Issue 40, item 3: a hung PostgreSQL (SIGSTOP) held every request for the whole freeze. The relay
     # stops moving bytes, as a stopped server does: connections stay open, nothing answers.

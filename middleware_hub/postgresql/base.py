@@ -1,0 +1,75 @@
+"""Django's PostgreSQL backend with a deadline on every round trip (middleware_hub/query_deadline.py):
+the statements (through an execute wrapper), COMMIT and ROLLBACK (which Django sends past the
+wrappers), and the health check made before a kept connection is reused."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from django.conf import settings
+from django.db.backends.postgresql import base
+
+from middleware_hub import query_deadline
+from middleware_hub.query_deadline import watchdog
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.execute_wrappers.append(self._statement_within_deadline)
+
+    def _watched(self, what: str) -> AbstractContextManager[None]:
+        config = settings.HUB_DATABASE
+        seconds = query_deadline.seconds(config.query_deadline_seconds)
+        try:
+            fd = self.connection.fileno()
+        except Exception:   # noqa: BLE001 - a broken connection: the round trip fails by itself, as Django wraps it
+            fd = -1
+        if seconds <= 0 or fd < 0:
+            return contextlib.nullcontext()
+        return watchdog.watch(fd, seconds, config.hung_breaker_seconds, what)
+
+    def _statement_within_deadline(self, execute: Callable[..., Any], sql: str, params: Any, many: bool,
+                                   context: dict[str, Any]) -> Any:
+        with self._watched("a statement"):
+            return execute(sql, params, many, context)
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        # A connection's own wait is bounded by its connect_timeout; a hung database is not asked
+        # again while it is taken to be hung, and one that let the timeout pass is taken to be hung.
+        watchdog.refuse_if_hung("a new connection")
+        started = time.monotonic()
+        try:
+            return super().get_new_connection(conn_params)
+        except Exception:
+            if time.monotonic() - started >= settings.HUB_DATABASE.connect_timeout_seconds * 0.9:
+                watchdog.hung(settings.HUB_DATABASE.hung_breaker_seconds)
+            raise
+
+    def init_connection_state(self) -> None:
+        # Setting the connection up may take round trips of its own (its time zone, its role).
+        with self._watched("setting up a connection"):
+            super().init_connection_state()
+
+    def _commit(self) -> None:
+        if self.connection is not None:
+            with self._watched("COMMIT"):
+                super()._commit()  # type: ignore[misc]  # BaseDatabaseWrapper's, untyped in django-stubs
+
+    def _rollback(self) -> None:
+        if self.connection is not None:
+            with self._watched("ROLLBACK"):
+                super()._rollback()  # type: ignore[misc]  # as above
+
+    def is_usable(self) -> bool:
+        if self.connection is None:
+            return False
+        try:
+            with self._watched("the health check"):
+                return super().is_usable()
+        except query_deadline.DatabaseHung:
+            return False
