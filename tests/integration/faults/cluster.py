@@ -162,7 +162,8 @@ class Load:
 class Hub:
     """Every process of one machine's hub, and what the tests ask of it."""
 
-    def __init__(self, workdir: Path, database_url: str | None = None, with_celery: bool = True):
+    def __init__(self, workdir: Path, database_url: str | None = None, with_celery: bool = True,
+                 queue_deadline_ms: int = 0):
         self.redis = Redis(workdir)
         self.redis.start()
         self.celery = None
@@ -171,7 +172,7 @@ class Hub:
                              # Load shedding off: a call held while an engine is replaced would otherwise be
                              # answered 503 `overloaded` after 1 s, and these figures are each fault's own cost.
                              # Shedding has its tests (tests/plugins_app/engine/test_shedding.py) and bench/overload.py.
-                             HUB_EXECUTE_QUEUE_DEADLINE_MS="0")
+                             HUB_EXECUTE_QUEUE_DEADLINE_MS=str(queue_deadline_ms))
         # Two shared engines and no lane: "both engines" are every engine of the tier.
         self.served.env.update(CELERY_TASK_ALWAYS_EAGER="0", HUB_ENGINE_PROCESSES="2", HUB_LANE_PROCESSES="0")
         if database_url:
