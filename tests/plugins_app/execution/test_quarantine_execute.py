@@ -71,3 +71,29 @@ def test_code_that_wedges_whenever_it_loads_counts_like_a_wedge_and_is_quarantin
     # Skipped from now on, without loading (and so without costing the engine its isolate again).
     skipped = execute(api_client)
     assert skipped["trace"][0]["status"] == "quarantined" and skipped["value"] == "base+"
+
+
+@pytest.mark.slow
+def test_a_wedge_uninstalled_and_installed_again_through_the_api_keeps_its_strikes(api_client, account, settings):
+    # Issue 39, item 2, end to end: the tenant that reinstalls its bomb after every call. Each round
+    # installs the same source through the API, executes once (a real wedge, a real strike) and
+    # uninstalls; the strikes add up across the installations and the fourth is quarantined at once.
+    settings.HUB_ENGINE = replace(settings.HUB_ENGINE, budget_ms=300)
+    settings.HUB_QUARANTINE = replace(settings.HUB_QUARANTINE, strikes=3)
+    seen = []
+    for _ in range(3):
+        created = api_client.post("/api/v1/plugins", {"name": "Runaway", "source": WEDGE, "language": "javascript"},
+                                  format="json")
+        assert created.status_code == 201, created.content
+        installation = created.json()["id"]
+        assert execute(api_client)["trace"][0]["status"] == "timeout"
+        seen.append(api_client.get(f"/api/v1/plugins/{installation}").json()["quarantine"])
+        assert api_client.delete(f"/api/v1/plugins/{installation}").status_code == 204
+    assert [q["strikes"] for q in seen[:2]] == [1, 2]   # the third strike quarantines (and clears them)
+    assert [q["quarantined"] for q in seen] == [False, False, True]
+    assert "timeouts/wedges/memory overruns" in seen[-1]["reason"]
+    again = api_client.post("/api/v1/plugins", {"name": "Runaway", "source": WEDGE, "language": "javascript"},
+                            format="json").json()
+    assert again["quarantine"]["quarantined"] is True
+    skipped = execute(api_client)
+    assert skipped["trace"][0]["status"] == "quarantined" and skipped["value"] == "base"
