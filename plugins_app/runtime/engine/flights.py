@@ -41,6 +41,10 @@ CPU_GRACE_SECONDS = 0.1
 # the isolate stops it.
 TERMINATE_GRACE_SECONDS = 1.0
 BUSY_SECONDS = 0.02          # a turn holding the thread longer than this makes the engine busy
+# A turn holding the thread this long sends the requests waiting in the engine's line elsewhere. Not at
+# BUSY_SECONDS: most turns that long end soon after, and a request sent elsewhere loses its account's
+# warm compartments (module state included); past this the turn is likely a loop that runs to HUB_CPU_MS.
+SEND_BACK_SECONDS = 0.1
 YIELD_TURNS = 4              # newcomers' turns a chain's next entry lets go first while requests wait
 # A handler that has computed this long in short turns (a thousand timers, say) makes its engine busy
 # until its chain ends: newcomers go to another engine rather than taking turns between its own.
@@ -114,6 +118,7 @@ class Flights:
         self.cpu_mark = iso.cpu_seconds()        # the thread's CPU when the last answer arrived
         self.terminating: tuple[int, int, float] | None = None   # (seq, index, when) of a stopped turn
         self.held_account: str | None = None     # shown on the board while a turn holds the thread
+        self.sent_back = False                   # the turn holding the thread sent the waiting requests elsewhere
         self.demoted: Flight | None = None       # the chain whose turn lowered the thread's priority
         self.closed = False
         self._ticker: asyncio.TimerHandle | None = None
@@ -179,13 +184,18 @@ class Flights:
         """Whether one turn has held the isolate's thread past BUSY_SECONDS. A turn whose answer the
         isolate's thread has sent already does not: its caller may be back with its next call before
         this loop has read it, and sending that call elsewhere would cost it its warm compartments."""
-        return bool(self.heavy) or (bool(self.expect) and time.monotonic() - self.turn_started > BUSY_SECONDS
-                                    and not self.queue.answered_early())
+        return not self.queue.answered_early() and (
+            self._heavy_taking_turns() or (bool(self.expect) and time.monotonic() - self.turn_started > BUSY_SECONDS))
+
+    def _heavy_taking_turns(self) -> bool:
+        """Whether a heavy chain has an entry on the thread's line or waiting for it (one parked at an
+        await takes no turns)."""
+        return any(f.posted for f in (self.flights.get(seq) for seq in self.heavy) if f is not None)
 
     def held(self) -> bool:
         """Whether a turn holds the thread now, or a heavy chain will take more of its turns: a request
         waiting here would wait for it."""
-        return self.held_account is not None or bool(self.heavy)
+        return self.held_account is not None or self._heavy_taking_turns()
 
     def holding(self) -> Flight | None:
         return next((f for f in self.flights.values() if f.holder is not None), None)
@@ -217,6 +227,7 @@ class Flights:
             if self.terminating is not None:
                 self.terminating = None
                 self.queue.cancel_termination()
+            self.sent_back = False
             if self.held_account is not None:
                 self.held_account = None
                 self.engine.held_by(None)
@@ -336,9 +347,8 @@ class Flights:
             # no more than the time since it started (one thread's CPU can't outrun the clock).
             used = min(used, max(0.0, time.time() - status["started"] / 1000))
         flight.cpu += used
-        if flight.cpu > HEAVY_CPU_SECONDS and flight.seq not in self.heavy:
+        if flight.cpu > HEAVY_CPU_SECONDS:
             self.heavy.add(flight.seq)
-            self.engine.send_back_waiting()
         flight.started = status["started"] / 1000
         for item in status.get("out") or []:
             self._asked(flight, item)
@@ -455,6 +465,9 @@ class Flights:
         if held > BUSY_SECONDS and self.held_account is None:
             self.held_account = flight.account
             self.engine.held_by(flight.account)
+        if held > SEND_BACK_SECONDS and not self.sent_back:
+            self.sent_back = True
+            self.engine.send_back_waiting()
         if used > flight.cpu_ms / 1000 + CPU_GRACE_SECONDS:
             self._stop(flight, index, cpu=True)
             return

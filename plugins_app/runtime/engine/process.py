@@ -103,15 +103,13 @@ class Engine:
                 self.board.release()
             else:
                 self.board.hold(account)
-        if account is not None:
-            self.send_back_waiting()
 
     def send_back_waiting(self) -> None:
-        """A turn holds the isolate's thread, or a heavy chain takes turn after turn: requests waiting in line here would wait for it to end
-        (up to HUB_CPU_MS, a second by default, when the turn is a loop's). Each that came because this
-        engine was free when it arrived is answered busy, and its caller sends it to another engine;
-        one that came to wait here because every engine was busy stays (refused again, it would come
-        straight back). None of them has started, so nothing runs twice."""
+        """A turn has held the isolate's thread past SEND_BACK_SECONDS: requests waiting in line here
+        would wait for it to end (up to HUB_CPU_MS, a second by default, when the turn is a loop's).
+        Each that came because this engine was free when it arrived is answered busy, and its caller
+        sends it to another engine; one that came to wait here because every engine was busy stays
+        (refused again, it would come straight back). None of them has started, so nothing runs twice."""
         keep: deque[Job] = deque()
         for job in self.jobs:
             if job.message.get("wait"):
