@@ -11,6 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from plugins_app.services.kv import checks, store
 from plugins_app.services.kv.config import KvConfig
 
+from ..conftest import PROMPT
+from ..host.stubs import execute, reporter
+
 SOURCE = "globalThis.middleware.systemPrompt = (c) => c.systemPrompt;"
 
 
@@ -112,3 +115,16 @@ def test_durable_writes_wait_for_the_disk(ns, settings):
     sent = _write_sent(ns, lambda ns: store.incr(ns, "hits", 1, None, None))
     assert _commit_mode_inside(sent) == durable
     assert store.get(ns, "hits") == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_plugins_incr_through_the_execute_api_commits_relaxed(api_client, install, settings):
+    """The execute path runs host calls outside any transaction, so its kv writes are the relaxed ones."""
+    _postgresql()
+    settings.HUB_KV = replace(settings.HUB_KV, durable_writes=False)
+    install(reporter("systemPrompt", "host.kv.incr('hits')"), grant=["host:kv"])
+    assert execute(api_client, "systemPrompt", PROMPT)["value"] == '{"ok":1}'
+    with CaptureQueriesContext(connection) as captured:
+        assert execute(api_client, "systemPrompt", PROMPT)["value"] == '{"ok":2}'
+    steps = [q["sql"] for q in captured.captured_queries if "number = number +" in q["sql"]]
+    assert len(steps) == 1 and _commit_mode_inside(steps[0]) == "off", steps
