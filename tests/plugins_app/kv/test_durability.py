@@ -128,3 +128,18 @@ def test_a_plugins_incr_through_the_execute_api_commits_relaxed(api_client, inst
         assert execute(api_client, "systemPrompt", PROMPT)["value"] == '{"ok":2}'
     steps = [q["sql"] for q in captured.captured_queries if "number = number +" in q["sql"]]
     assert len(steps) == 1 and _commit_mode_inside(steps[0]) == "off", steps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_api_delete_of_a_key_commits_durably_with_its_change_log_row(api_client, install, settings):
+    _postgresql()
+    settings.HUB_KV = replace(settings.HUB_KV, durable_writes=False)
+    installation = install(SOURCE)
+    ns = store.Namespace(installation.account_id, installation.pk)
+    store.put(ns, "note", checks.value("x"), None)
+    with CaptureQueriesContext(connection) as captured:
+        response = api_client.delete(f"/api/v1/plugins/{installation.pk}/kv?key=note")
+    assert response.status_code == 200 and response.json() == {"deleted": 1}, response.content
+    deletes = [q["sql"] for q in captured.captured_queries if "DELETE" in q["sql"] and "kventry" in q["sql"]]
+    assert deletes and all("synchronous_commit" not in sql for sql in deletes), deletes
+    assert store.get(ns, "note") is None
