@@ -7,6 +7,8 @@
 
     DATABASE_URL=postgresql://hub:hub@127.0.0.1:5432/hub_kv .venv/bin/python bench/kv.py [--calls 400]
 
+HUB_KV_DURABLE_WRITES=1 measures it with every kv write waiting for the disk.
+
 It makes a database of its own beside DATABASE_URL's (<name>_bench, dropped at the end), or a temporary
 SQLite file without DATABASE_URL. 127.0.0.1 only.
 """
@@ -147,7 +149,10 @@ def main() -> None:
         limited, plain, ratio = chain_ratio(args.calls)
         rate, total = incr_rate(args.seconds)
         verdict = "pass" if ratio <= TARGET_RATIO else "FAIL"
-        print(f"database: {vendor}")
+        from django.conf import settings
+
+        durability = "durable" if settings.HUB_KV.durable_writes or vendor != "postgresql" else "relaxed"
+        print(f"database: {vendor}; kv writes commit {durability} (HUB_KV_DURABLE_WRITES, docs/plugin-state.md)")
         print(f"rate-limit chain (1 incr/call) p50 {limited:.2f} ms vs same chain without kv {plain:.2f} ms: "
               f"{ratio:.2f}x (target <= {TARGET_RATIO}x: {verdict})")
         print(f"incr from {CALLERS} concurrent callers on one counter: {rate:,.0f}/s ({total:,} in {args.seconds:g} s, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -62,17 +63,21 @@ def delete_key(account, installation_id, key: Any) -> None:
         key = checks.key(key)
     except KvError as exc:
         raise InvalidInput("key", str(exc).removeprefix("the key ")) from None
-    if not store.delete(namespace(installation), key):
-        raise NotFound(f"installation {installation.pk} has no kv key {key!r}")
-    changes.record(account.pk, AccountChange.Action.KV_DELETE,
-                   f"deleted the kv key {account_redactor(account.pk).text(key)!r} of {installation.plugin.slug}",
-                   installation=installation)
+    # One transaction with its change-log row: both or neither, and durable (a kv write inside a
+    # transaction is never relaxed, store.relaxed()).
+    with transaction.atomic():
+        if not store.delete(namespace(installation), key):
+            raise NotFound(f"installation {installation.pk} has no kv key {key!r}")
+        changes.record(account.pk, AccountChange.Action.KV_DELETE,
+                       f"deleted the kv key {account_redactor(account.pk).text(key)!r} of {installation.plugin.slug}",
+                       installation=installation)
 
 
 def clear(account, installation_id) -> int:
     installation = get_installation(account, installation_id)
-    deleted = store.clear(namespace(installation))
-    changes.record(account.pk, AccountChange.Action.KV_CLEAR,
-                   f"cleared the kv store of {installation.plugin.slug} ({deleted} keys)", installation=installation,
-                   after={"deleted": deleted})
+    with transaction.atomic():   # with its change-log row, as delete_key
+        deleted = store.clear(namespace(installation))
+        changes.record(account.pk, AccountChange.Action.KV_CLEAR,
+                       f"cleared the kv store of {installation.plugin.slug} ({deleted} keys)",
+                       installation=installation, after={"deleted": deleted})
     return deleted
