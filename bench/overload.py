@@ -70,11 +70,13 @@ async def _open_loop(spec: dict) -> dict:
                 for key in spec["keys"]]
     idle: list[list] = [[] for _ in requests]
     out: list = []
+    behind: list[float] = []
     in_flight = 0
     timeout = spec["timeout"]
 
     async def one(index: int, scheduled: float) -> None:
         nonlocal in_flight
+        behind.append(time.monotonic() - scheduled)   # the client's own lag: counted in every answer time
         conn = idle[index].pop() if idle[index] else bench_io.Connection(spec["port"], requests[index])
         in_flight += 1
         status = "unanswered"
@@ -111,7 +113,9 @@ async def _open_loop(spec: dict) -> dict:
     for pool in idle:
         for conn in pool:
             conn.close()
-    return {"calls": out, "skipped": skipped}
+    behind.sort()
+    return {"calls": out, "skipped": skipped,
+            "client_late_ms": [behind[int(0.99 * (len(behind) - 1))] * 1000, behind[-1] * 1000] if behind else [0, 0]}
 
 
 def _schedule(weights: list[float], rate: float, seconds: float) -> list[tuple[float, int]]:
@@ -156,7 +160,7 @@ class Level:
 
 
 def run_client(port: int, keys: list[str], weights: list[float], rate: float, seconds: float,
-               timeout: float) -> tuple[list, int]:
+               timeout: float) -> tuple[list, int, list[float]]:
     spec = {"port": port, "keys": keys, "weights": weights, "rate": rate, "seconds": seconds, "timeout": timeout}
     with tempfile.TemporaryFile() as out:
         done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--client"], input=json.dumps(spec).encode(),
@@ -166,7 +170,7 @@ def run_client(port: int, keys: list[str], weights: list[float], rate: float, se
     if done.returncode != 0 or not text.strip():
         raise SystemExit(f"the client process failed ({done.returncode})")
     found = json.loads(text)
-    return found["calls"], found["skipped"]
+    return found["calls"], found["skipped"], found["client_late_ms"]
 
 
 def warm(hub, keys: list[str]) -> None:
@@ -276,11 +280,13 @@ def run(args, workdir: Path) -> list[str]:
         levels = []
         for name, factor in LEVELS:
             level = Level(name, rate * factor)
-            level.calls, level.skipped = run_client(hub.port, key_list, weights, level.rate, args.seconds, args.timeout)
+            level.calls, level.skipped, late = run_client(hub.port, key_list, weights, level.rate, args.seconds,
+                                                          args.timeout)
             ok, shed = level.answered("200"), level.answered("503")
             print(f"  {name}: {level.rate:,.1f} calls/s offered, {len(level.calls)} sent, {len(ok)} answered 200 "
                   f"(p50 {num(pct(ok, 0.5))} ms, p99 {num(pct(ok, 0.99))} ms), {len(shed)} answered 503 (max "
-                  f"{num(max(shed, default=float('nan')))} ms), other: {level.others() or 0}", flush=True)
+                  f"{num(max(shed, default=float('nan')))} ms), other: {level.others() or 0}; the client sent "
+                  f"p99 {num(late[0])} ms, max {num(late[1])} ms behind its schedule", flush=True)
             levels.append(level)
         # "Normal latency": what the 1x level's answered calls took (its p99), with a floor for a fast machine.
         normal_ms = max(pct(levels[0].answered("200"), 0.99) * 1.5, 50.0)
