@@ -448,3 +448,32 @@ def test_beats_scheduler_sends_each_slot_with_the_time_it_was_sent(monkeypatch):
     assert advance is False and entry.args == [7] and entry.task == Entry.task
     at = timezone.datetime.fromisoformat(entry.kwargs["slot_at"])
     assert abs((timezone.now() - at).total_seconds()) < 60 and Entry.kwargs == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_copies_of_one_tick_claimed_at_once_from_many_workers_fire_once(account, settings):
+    # Eight workers each read a copy (a beat's) of one tick at the same moment: one conditional UPDATE
+    # of the job's row wins, on PostgreSQL (row lock, the condition read again) and SQLite (one writer).
+    import threading
+
+    from django.db import connection
+
+    settings.HUB_SCHEDULING = replace(settings.HUB_SCHEDULING, cron_min_interval_seconds=1)
+    job = cron.create_job(account, agent_id="7", name="digest", prompt="p", interval_seconds=EVERY)
+    start, won = threading.Barrier(8), []
+
+    def worker(n: int) -> None:
+        start.wait()
+        try:
+            won.append(cron.claim_interval_slot(job, BOUNDARY + timedelta(milliseconds=n * 40)))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(won) == [False] * 7 + [True]
+    # The next tick (an interval after the latest copy): a new slot.
+    assert cron.claim_interval_slot(job, BOUNDARY + timedelta(seconds=EVERY, milliseconds=300)) is True
