@@ -19,6 +19,7 @@ from plugins_app.runtime.engine.supervisor import Supervisor, local_supervisor
 from plugins_app.runtime.matching import words
 from plugins_app.runtime.matching.declare import MatcherError, declare
 from plugins_app.runtime.matching.evaluate import check
+from plugins_app.runtime.protocol import FAILED_STATUSES
 from plugins_app.runtime.tables.context import ContextError, validate_context
 from plugins_app.runtime.tables.hooks import HOOK_NAMES, HOOKS
 from plugins_app.runtime.tables.permissions import derive_permissions
@@ -27,8 +28,6 @@ from plugins_app.runtime.web.tier import Tier, tier_for
 from plugins_app.services.execution.hook_samples import example_context
 
 ACCOUNT_KEY = "hub-dev"
-# A handler's trace statuses that mean it failed; the hub warns on the same ones (services' WARNING_STATUSES).
-FAILED_STATUSES = frozenset({"error", "timeout", "malformed"})
 
 
 class DevError(Exception):

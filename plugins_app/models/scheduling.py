@@ -29,6 +29,9 @@ class CronJob(models.Model):
     enabled = models.BooleanField(default=True)
     periodic_task = models.OneToOneField(PeriodicTask, null=True, blank=True, editable=False,
                                          on_delete=models.SET_NULL, related_name="cron_job")
+    # When beat sent the interval slot that last fired (services.scheduling.cron claims each slot by a
+    # conditional update of this column, so two beats sending one tick fire it once).
+    slot_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

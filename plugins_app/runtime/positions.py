@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from plugins_app.runtime.protocol import JsonObject
+from plugins_app.runtime.protocol import FAILED_STATUSES, JsonObject
 
 # The compiler's last line (engine/compiler.py's SOURCE_MAP_PREFIX), or a bundle's own inline map.
 _INLINE_MAP = re.compile(r"//# sourceMappingURL=data:application/json(?:;charset=[\w-]+)?;base64,([A-Za-z0-9+/=]+)\s*$")
@@ -115,7 +115,7 @@ def locate(code_hash: str, code: str, hook: str, status: str, thrown_at: JsonObj
         found = mapped.original(thrown_at["line"], thrown_at["column"]) if mapped is not None else None
         if found is not None:
             return found
-    if mapped is not None and hook in mapped.hooks and status in ("timeout", "malformed", "error"):
+    if mapped is not None and hook in mapped.hooks and status in FAILED_STATUSES:
         line, column = mapped.hooks[hook]
         return {"line": line, "column": column, "handler": True}
     return None

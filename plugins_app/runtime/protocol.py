@@ -83,9 +83,16 @@ class RunRequest(TypedDict, total=False):
     wait: bool              # queue even when the engine is busy (no other engine could take it)
 
 
+# A handler's status in a chain's trace: the engine's five, then the two the web side gives a handler
+# it never sent (quarantined, or its matcher did not hold).
+TRACE_STATUSES = ("ran", "cancelled", "error", "timeout", "malformed", "quarantined", "skipped")
+# A handler that failed: each is a warning, a strike where it cost time, and its trace says where in the source.
+FAILED_STATUSES = frozenset({"error", "timeout", "malformed"})
+
+
 class TraceEntry(TypedDict, total=False):
     id: str
-    status: str             # ran | cancelled | error | timeout | malformed
+    status: str             # ran | cancelled | error | timeout | malformed (TRACE_STATUSES)
     changed: bool
     durationMs: float
     warning: str | None

@@ -64,13 +64,16 @@ class Served:
                 time.sleep(0.1)   # not listening yet: poll again
         raise AssertionError("gunicorn did not answer /healthz in time")
 
-    def request(self, method: str, path: str, body=None, headers: dict | None = None) -> tuple[int, dict, bytes]:
+    def request(self, method: str, path: str, body=None,
+                headers: dict | None = None) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """Status, headers (looked up by name in any case, as HTTP reads them: uvicorn's httptools
+        protocol writes them lower-case) and body of one call."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
             data = None if body is None else json.dumps(body)
             conn.request(method, path, data, {"Content-Type": "application/json", **(headers or {})})
             response = conn.getresponse()
-            return response.status, dict(response.getheaders()), response.read()
+            return response.status, response.msg, response.read()
         finally:
             conn.close()
 

@@ -14,6 +14,7 @@ from accounts.models import Account
 from plugins_app.admin.scoping import is_operator, member_account_ids
 from plugins_app.errors import HubError
 from plugins_app.models import Installation
+from plugins_app.runtime.protocol import TRACE_STATUSES
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
 from plugins_app.services.observability import tail
 from plugins_app.services.observability.streams import event_stream
@@ -40,7 +41,7 @@ def live_page(modeladmin, request):
     accounts = _accounts(request)
     return TemplateResponse(request, "admin/plugins_app/cancellog/live.html", {
         **modeladmin.admin_site.each_context(request), "opts": modeladmin.opts, "title": "Live",
-        "accounts": accounts, "plugins": _plugins(accounts), "hooks": HOOK_NAMES, "statuses": tail.STATUSES,
+        "accounts": accounts, "plugins": _plugins(accounts), "hooks": HOOK_NAMES, "statuses": TRACE_STATUSES,
         "stream_url": reverse("admin:plugins_app_cancellog_live_stream")})
 
 

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from plugins_app.api.account.serializers import TailEventSerializer
 from plugins_app.api.base import AccountView
+from plugins_app.runtime.protocol import TRACE_STATUSES
 from plugins_app.services.observability import tail
 from plugins_app.services.observability.streams import event_stream
 from plugins_app.services.plugins import export
@@ -60,7 +61,7 @@ class TailView(AccountView):
                    parameters=[OpenApiParameter("plugin", str, description="only this plugin slug"),
                                OpenApiParameter("hook", str, description="only this hook"),
                                OpenApiParameter("status", str, description="comma-separated: " +
-                                                ", ".join(tail.STATUSES))])
+                                                ", ".join(TRACE_STATUSES))])
     def get(self, request: Request) -> StreamingHttpResponse:
         stream = tail.open_stream(self.account.pk, tail.Filters.parse(request.query_params))
         return event_stream(request, _ServerSentEvents(stream))

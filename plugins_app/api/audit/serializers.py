@@ -9,6 +9,7 @@ from plugins_app.api.base import StrIdField
 from plugins_app.api.execution.serializers import SourcePositionSerializer
 from plugins_app.models import CancelLog, HandlerWarning, UsageDaily
 from plugins_app.runtime import positions
+from plugins_app.runtime.protocol import TRACE_STATUSES
 from plugins_app.services.observability import latency
 
 
@@ -95,6 +96,6 @@ class UsageSerializer(serializers.ModelSerializer):
         return self._summary(row)["maxMs"]
 
     @extend_schema_field({"type": "object", "additionalProperties": {"type": "integer"},
-                          "description": "handler runs per status: " + ", ".join(latency.STATUSES)})
+                          "description": "handler runs per status: " + ", ".join(TRACE_STATUSES)})
     def get_statusCounts(self, row) -> dict:
         return self._summary(row)["statusCounts"]

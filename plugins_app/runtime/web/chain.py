@@ -10,7 +10,16 @@ from typing import Any, Protocol, cast
 
 from plugins_app.runtime import positions
 from plugins_app.runtime.config import DEFAULT_BUDGET_MS, DEFAULT_CPU_MS
-from plugins_app.runtime.protocol import CrashKind, HostPlan, JsonObject, Op, RunRequest, RunResult, TraceEntry
+from plugins_app.runtime.protocol import (
+    FAILED_STATUSES,
+    CrashKind,
+    HostPlan,
+    JsonObject,
+    Op,
+    RunRequest,
+    RunResult,
+    TraceEntry,
+)
 from plugins_app.runtime.tables.error_hints import explain
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.tables.members import OFFERED_BY
@@ -19,7 +28,6 @@ from plugins_app.runtime.web.tier import EngineDown, EngineUnavailable, Tier
 SESSION_HOP_LIMIT = 4   # host.session (peer messages) is offered up to this hop, not beyond
 QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts"
 HELD_BACK_WARNING = "skipped: another call of this handler has held its engine for over a second"
-FAILED = ("error", "timeout", "malformed")   # the statuses whose trace says where in the source
 SKIPPED = "skipped"   # left out before the engine: the plugin's matcher did not hold (`reason` says so)
 NOT_RUN = ("quarantined", SKIPPED)   # statuses of handlers that did not run: never metered or timed
 MISSING_TRIES = 3   # requests sent again, with the code, to engines that answer that they lack it
@@ -319,7 +327,7 @@ def _trace(spec: HookSpec, handler: Handler, t: TraceEntry) -> HandlerTrace:
     value = spec.value_of(t["context"]) if "context" in t else None
     raw_warning, at = t.get("warning"), None
     warning = explain(raw_warning) if raw_warning else None
-    if t["status"] in FAILED:   # rare: a map is read only for a handler that failed
+    if t["status"] in FAILED_STATUSES:   # rare: a map is read only for a handler that failed
         at = positions.locate(handler.code_hash, handler.code, spec.name, t["status"], t.get("at"))
         warning = positions.described(warning, at)
     return HandlerTrace(handler.installation_id, handler.plugin, t["status"], bool(t.get("changed")),

@@ -17,7 +17,7 @@ from plugins_app.services.execution.invoke import (  # noqa: F401 (HOP_LIMIT and
     prepare,
     run,
 )
-from plugins_app.services.execution.record import WARNING_STATUSES, record_result  # noqa: F401 (re-exported)
+from plugins_app.services.execution.record import record_result  # noqa: F401 (re-exported)
 from plugins_app.services.hooks import require_hook
 
 

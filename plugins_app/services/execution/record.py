@@ -5,11 +5,10 @@ from __future__ import annotations
 from django.db import transaction
 
 from plugins_app.models import CancelLog, HandlerWarning, Installation
+from plugins_app.runtime.protocol import FAILED_STATUSES
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.web.chain import ChainResult
 from plugins_app.services.execution.observers import ChainRun, after_chain
-
-WARNING_STATUSES = {"error", "timeout", "malformed"}
 
 
 def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *, hop: int, turn_id: str,
@@ -27,7 +26,7 @@ def record_result(account, spec: HookSpec, context: dict, result: ChainResult, *
 def _warned(t) -> list[tuple[str, str]]:
     """The warnings one handler's trace entry earns: its failure, and an engine it cost."""
     found = []
-    if t.status in WARNING_STATUSES:
+    if t.status in FAILED_STATUSES:
         found.append((t.status, t.warning or t.status))
     if t.engine_restarted:
         found.append((HandlerWarning.Kind.ENGINE_RESTART, t.warning or "engine replaced"))

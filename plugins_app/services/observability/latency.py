@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from accounts.buffered import BatchConflict, BufferedWriter
 from plugins_app.models import LatencyHistogram
+from plugins_app.runtime.protocol import TRACE_STATUSES
 from plugins_app.runtime.web.chain import NOT_RUN
 from plugins_app.services.execution.observers import ChainRun
 
@@ -29,7 +30,6 @@ BASE_MS = 0.05
 GROWTH = 1.2
 LAST_BUCKET = 82
 _LOG_GROWTH = math.log(GROWTH)
-STATUSES = ("ran", "cancelled", "error", "timeout", "malformed", "quarantined", "skipped")
 Resolution = LatencyHistogram.Resolution
 RETENTION = {Resolution.MINUTE: timedelta(days=2), Resolution.HOUR: timedelta(days=32)}   # days: kept
 PRUNE_EVERY_SECONDS = 600
@@ -96,7 +96,7 @@ class Window:
     def summary(self) -> dict:
         return {"p50Ms": self.percentile(0.50), "p95Ms": self.percentile(0.95), "p99Ms": self.percentile(0.99),
                 "maxMs": None if self.max_ms is None else round(self.max_ms, 3),
-                "statusCounts": {status: self.statuses.get(status, 0) for status in STATUSES}}
+                "statusCounts": {status: self.statuses.get(status, 0) for status in TRACE_STATUSES}}
 
     @classmethod
     def of(cls, row: LatencyHistogram) -> Window:

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from plugins_app.runtime.protocol import FAILED_STATUSES
 from plugins_app.services.observability.latency import Resolution, Window
 
-FAILED = ("error", "timeout", "malformed")
 TOP = 5
 
 
@@ -48,7 +48,7 @@ def slot_starts(range_: Range, now: datetime) -> list[datetime]:
 
 
 def failures(window: Window) -> int:
-    return sum(window.statuses.get(status, 0) for status in FAILED)
+    return sum(window.statuses.get(status, 0) for status in sorted(FAILED_STATUSES))
 
 
 def failure_rate(window: Window) -> float:

@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from plugins_app.errors import InvalidInput, TooManyRequests
+from plugins_app.runtime.protocol import FAILED_STATUSES, TRACE_STATUSES
 from plugins_app.runtime.tables.hooks import HOOK_NAMES
 from plugins_app.services.execution.observers import ChainRun
 from plugins_app.services.observability import tail_channel, tail_slots
@@ -26,8 +27,6 @@ MAX_STREAMS_PER_MACHINE = 16   # every web process of the machine together (a sl
 PROCESS_SHARE = tail_slots.Share.of(MAX_STREAMS_PER_PROCESS)
 MAX_STREAMS_PER_ACCOUNT = PROCESS_SHARE.per_account   # in one process
 KEEPALIVE_SECONDS = 5.0   # an idle stream sends a comment this often (and so notices a gone client)
-STATUSES = ("ran", "cancelled", "error", "timeout", "malformed", "quarantined", "skipped")
-WARNING_STATUSES = {"error", "timeout", "malformed"}
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +89,7 @@ def events_of(run: ChainRun) -> list[dict[str, Any]]:
             if isinstance(log, dict):
                 events.append({"type": "log", **base, "level": log.get("level"), "message": log.get("message")})
         events.append({"type": "run", **base, "durationMs": round(t.duration_ms, 3), "changed": t.changed})
-        if t.status in WARNING_STATUSES or t.warning:
+        if t.status in FAILED_STATUSES or t.warning:
             events.append({"type": "warning", **base, "message": t.warning or t.status})
     c = run.result.cancellation
     if c is not None:
@@ -126,9 +125,9 @@ class Filters:
         if hook and hook not in HOOK_NAMES:
             raise InvalidInput("hook", f"unknown hook {hook!r}; the hooks are: {', '.join(HOOK_NAMES)}")
         statuses = frozenset(s for s in params.get("status", "").split(",") if s)
-        unknown = sorted(statuses - set(STATUSES))
+        unknown = sorted(statuses - set(TRACE_STATUSES))
         if unknown:
-            raise InvalidInput("status", f"{unknown[0]!r} is not a status; expected: {', '.join(STATUSES)}")
+            raise InvalidInput("status", f"{unknown[0]!r} is not a status; expected: {', '.join(TRACE_STATUSES)}")
         return cls(params.get("plugin", ""), hook, statuses)
 
     def allows(self, event: dict) -> bool:

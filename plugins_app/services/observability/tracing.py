@@ -8,11 +8,11 @@ import time
 from typing import Any
 
 from plugins_app.runtime.environment import Env
+from plugins_app.runtime.protocol import FAILED_STATUSES
 
 _provider = None
 _tracer = None
 _lock = threading.Lock()
-FAILED = {"error", "timeout", "malformed"}
 
 
 def enabled() -> bool:
@@ -78,7 +78,7 @@ class _ChainSpan:
             child = self.tracer.start_span(f"handler {entry.plugin}", context=parent, start_time=at, attributes={
                 "hub.plugin": entry.plugin, "hub.installation_id": entry.installation_id,
                 "hub.status": entry.status, "hub.position": index, "hub.duration_ms": entry.duration_ms})
-            if entry.status in FAILED:
+            if entry.status in FAILED_STATUSES:
                 child.set_status(Status(StatusCode.ERROR, (entry.warning or entry.status)[:200]))
             child.end(end_time=end)
             at = end

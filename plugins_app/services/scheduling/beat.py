@@ -1,5 +1,5 @@
 """Beat's scheduler: django-celery-beat's, with the time each cron slot was sent added to its task, so
-that every beat sending one slot names the same slot (two beats fire it once: cron.slot_key)."""
+that the worker can tell one slot sent by two beats from two slots (cron.fire_scheduled_slot fires it once)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from celery.schedules import crontab as celery_crontab
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
@@ -182,25 +183,49 @@ def run_now(account, job_id) -> CronRun:
     return run
 
 
+# Two beats' messages for one interval tick are seconds apart at most; one beat's ticks are a whole
+# interval apart (beat sends a tick once `interval` has passed since the last). A message sent within
+# this share of an interval after the slot that last fired is taken for another beat's copy of it.
+SAME_SLOT_SHARE = 0.9
+
+
 def slot_key(job: CronJob, at: datetime) -> str:
-    """The slot of `job` that beat sent at `at`, whichever beat sent it: a crontab's slots are whole
-    minutes (UTC), an interval's are the epoch's buckets of that many seconds (every beat ticks once
-    in each, at its own phase; the first tick in a bucket fires it)."""
+    """The slot of `job` that beat sent at `at`. A crontab's slots are whole minutes (UTC), whichever beat
+    sends them; an interval job's slot is the instant its message was sent, claimed with claim_interval_slot."""
     if job.interval_seconds:
-        return f"slot:{job.pk}:{job.interval_seconds}s:{int(at.timestamp()) // job.interval_seconds}"
+        return f"slot:{job.pk}:{job.interval_seconds}s:{at.timestamp():.6f}"
     return f"slot:{job.pk}:{at.astimezone(UTC):%Y%m%dT%H%M}"
+
+
+def claim_interval_slot(job: CronJob, at: datetime) -> bool:
+    """Whether the interval slot beat sent at `at` is a new one, claiming it if so. Beats keep their own
+    phase (each counts from its last tick), so no fixed grid of slots is right for both: two beats'
+    copies of one tick fell on either side of a bucket boundary and fired twice. Instead a slot fires
+    when none fired within SAME_SLOT_SHARE of an interval before it; the conditional UPDATE is the
+    claim (one row, atomic on PostgreSQL and SQLite alike), and the message that claimed a slot claims
+    it again when redelivered."""
+    gap = timedelta(seconds=(job.interval_seconds or 0) * SAME_SLOT_SHARE)
+    return bool(CronJob.objects.filter(pk=job.pk).filter(
+        Q(slot_claimed_at__isnull=True) | Q(slot_claimed_at__lte=at - gap) | Q(slot_claimed_at=at)
+    ).update(slot_claimed_at=at))
 
 
 def fire_scheduled_slot(job_id: int, slot_at: str | None) -> CronRun | None:
     """Beat's slot (`slot_at`: when beat sent it, ISO; None from a beat without SlotScheduler: now).
-    The run row, unique per job and slot, is claimed before anything runs: two beats (or a redelivered
-    message) sending one slot fire it once (issue 40, item 9)."""
+    The slot is claimed before anything runs (a crontab's by its run row, unique per job and minute; an
+    interval job's by claim_interval_slot, then its row): two beats, or a redelivered message, sending
+    one slot fire it once (issue 40, item 9)."""
     job = CronJob.objects.filter(pk=job_id).first()
     if job is None:
         logger.info("slot for cron job %s ignored: the job no longer exists", job_id)
         return None
     at = datetime.fromisoformat(slot_at) if slot_at else timezone.now()
-    return fire_slot(job_id, trigger_key=slot_key(job, at))
+    key = slot_key(job, at)
+    if job.interval_seconds and not CronRun.objects.filter(trigger_key=key).exists() \
+            and not claim_interval_slot(job, at):
+        logger.info("cron job %s: the slot sent at %s fired already (another beat sent it)", job_id, at.isoformat())
+        return None
+    return fire_slot(job_id, trigger_key=key)
 
 
 def fire_slot(job_id: int, *, trigger_key: str, trigger: str = CronRun.Trigger.SCHEDULE) -> CronRun | None:

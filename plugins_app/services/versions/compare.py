@@ -11,12 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from plugins_app.runtime.protocol import FAILED_STATUSES
 from plugins_app.runtime.tables.hooks import HookSpec
 from plugins_app.runtime.web.chain import NOT_RUN, ChainResult, HandlerTrace
 
 KINDS = ("same", "different", "wouldCancel", "wouldNoLongerCancel", "failed")
 EXAMPLES_KEPT = 20   # the newest examples of each kind a report shows
-FAILURES = {"error", "timeout", "malformed"}
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def side_of(trace: HandlerTrace, before: Any, after: Any, cancel_reason: str | N
         return Side("skipped", before)
     if trace.status == "cancelled":
         return Side("cancelled", before, cancel_reason or "")
-    if trace.status in FAILURES:
+    if trace.status in FAILED_STATUSES:
         return Side("failed", before, trace.warning or trace.status)
     return Side("changed" if after != before else "unchanged", after)
 

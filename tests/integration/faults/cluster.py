@@ -1,5 +1,5 @@
 """A whole hub on this machine for the fault suite: gunicorn (its master, the engine supervisor and its
-engines, two web workers), redis-server, a Celery worker and beat; a small steady load of execute calls;
+engines, two web workers), redis-server, a Celery worker and beat (or beats); a small steady load of execute calls;
 and the figures a fault cost (errors, fail-open answers, recovery seconds, rows lost)."""
 
 from __future__ import annotations
@@ -55,18 +55,24 @@ class Celery:
         self.env, self.workdir = env, workdir
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, kind: str) -> None:
+    def start(self, kind: str, name: str | None = None) -> None:
+        """Starts a `kind` ("worker" or "beat") process, known as `name` (default: `kind`; a second beat
+        needs a name of its own: its pid file and log are named after it)."""
+        name = name or kind
         args = (["worker", "-l", "info", "--concurrency", "1", "-n", f"faults-{os.getpid()}@%h", "--without-gossip",
                  "--without-mingle", "--without-heartbeat"] if kind == "worker"
-                else ["beat", "-l", "info", "--pidfile", str(self.workdir / "beat.pid")])
-        log = self.workdir / f"{kind}.log"
+                else ["beat", "-l", "info", "--pidfile", str(self.workdir / f"{name}.pid")])
+        log = self.log(name)
         with open(log, "ab") as out:
             proc = subprocess.Popen([CELERY, "-A", "middleware_hub", *args], cwd=ROOT, env=self.env, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs[kind] = proc
+        self.procs[name] = proc
         ready = "ready." if kind == "worker" else "beat: Starting..."
-        wait_until(lambda: ready in log.read_text(errors="replace") or proc.poll() is not None, 60, f"{kind} to start")
-        assert proc.poll() is None, f"{kind} exited:\n{log.read_text(errors='replace')[-3000:]}"
+        wait_until(lambda: ready in log.read_text(errors="replace") or proc.poll() is not None, 60, f"{name} to start")
+        assert proc.poll() is None, f"{name} exited:\n{log.read_text(errors='replace')[-3000:]}"
+
+    def log(self, name: str) -> Path:
+        return self.workdir / f"{name}.log"
 
     def revive(self, kind: str) -> bool:
         """Starts `kind` again if it exited, as a service manager (systemd's Restart=always) would;
@@ -163,7 +169,7 @@ class Hub:
     """Every process of one machine's hub, and what the tests ask of it."""
 
     def __init__(self, workdir: Path, database_url: str | None = None, with_celery: bool = True,
-                 queue_deadline_ms: int = 0):
+                 env: dict[str, str] | None = None):
         self.redis = Redis(workdir)
         self.redis.start()
         self.celery = None
@@ -172,11 +178,12 @@ class Hub:
                              # Load shedding off: a call held while an engine is replaced would otherwise be
                              # answered 503 `overloaded` after 1 s, and these figures are each fault's own cost.
                              # Shedding has its tests (tests/plugins_app/engine/test_shedding.py) and bench/overload.py.
-                             HUB_EXECUTE_QUEUE_DEADLINE_MS=str(queue_deadline_ms))
+                             HUB_EXECUTE_QUEUE_DEADLINE_MS="0")
         # Two shared engines and no lane: "both engines" are every engine of the tier.
         self.served.env.update(CELERY_TASK_ALWAYS_EAGER="0", HUB_ENGINE_PROCESSES="2", HUB_LANE_PROCESSES="0")
         if database_url:
             self.served.env["DATABASE_URL"] = database_url
+        self.served.env.update(env or {})
         self.served.start()
         self.key = self.served.manage("create_api_key", "faults").strip().splitlines()[-1]
         self.headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
@@ -192,9 +199,13 @@ class Hub:
         status, _, body = self.served.request("PUT", "/api/v1/chains/userMessageInbound",
                                               {"installationId": str(self.shadow), "position": 0}, self.headers)
         assert status == 200, body
-        self.celery = Celery(dict(self.served.env, DATABASE_CONN_MAX_AGE="0", PYTHONPATH=str(ROOT)), workdir)
+        self.celery = self.celery_processes(workdir)
         self.celery.start("worker")
         self.celery.start("beat")
+
+    def celery_processes(self, workdir: Path) -> Celery:
+        """Celery's worker and beats for this hub (its database, its Redis), none started yet."""
+        return Celery(dict(self.served.env, DATABASE_CONN_MAX_AGE="0", PYTHONPATH=str(ROOT)), workdir)
 
     def install(self, name: str, source: str) -> int:
         status, _, body = self.served.request("POST", "/api/v1/plugins", {

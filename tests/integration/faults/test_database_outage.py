@@ -52,7 +52,7 @@ def hub_on_postgres(tmp_path_factory):
     # Shedding as in production (HUB_EXECUTE_QUEUE_DEADLINE_MS's default): these faults replace no
     # engine, and a call of one account queued behind another held by the database is answered 503
     # at the queue deadline instead of waiting for every call ahead of it to time out in turn.
-    hub = Hub(tmp_path_factory.mktemp("pg-faults"), with_celery=False, queue_deadline_ms=1000,
+    hub = Hub(tmp_path_factory.mktemp("pg-faults"), with_celery=False, env={"HUB_EXECUTE_QUEUE_DEADLINE_MS": "1000"},
               database_url=url._replace(netloc=f"{auth}127.0.0.1:{relay.port}", path=f"/{name}").geturl())
     hub.direct_url = url._replace(path=f"/{name}").geturl()   # the database itself, not through the relay
     yield hub, relay

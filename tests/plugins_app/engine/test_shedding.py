@@ -194,3 +194,65 @@ def test_a_place_granted_as_the_wait_times_out_is_kept_not_lost():
         await until(lambda: gate.books.running == 0, "every place to come back")
         return gate.books.held, gate.queued()
     assert asyncio.run(main()) == ({}, 0)
+
+
+class StalledLoop:
+    """An event loop's clock and timers, moved by hand: LoopLag's samples without waiting on a real loop."""
+
+    def __init__(self) -> None:
+        self.now, self.timers = 0.0, []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, delay, callback, *args):
+        self.timers.append((self.now + delay, callback, args))
+        return self
+
+    def cancel(self) -> None:   # the handle call_later returns
+        self.timers.clear()
+
+    def run_until(self, moment: float) -> None:
+        """Runs every timer due by `moment`, as a loop that reached that moment does (late if it stalled)."""
+        while self.timers and self.timers[0][0] <= moment:
+            due, callback, args = self.timers.pop(0)
+            self.now = max(self.now, due)
+            callback(*args)
+        self.now = moment
+
+
+def test_the_loops_lag_counts_a_stall_at_once_and_forgets_it_over_a_few_samples():
+    from plugins_app.services.engine.async_admission import LAG_PERIOD_S, LoopLag
+
+    loop = StalledLoop()
+    lag = LoopLag(loop)
+    loop.run_until(1.0)   # on time: each sample when due
+    assert lag.behind_now() == 0.0
+    loop.now = 1.3        # a stall of 0.3 s: the next sample runs that late
+    loop.run_until(1.3)
+    stalled = lag.behind_now()
+    assert 0.3 - LAG_PERIOD_S <= stalled <= 0.3
+    loop.run_until(1.6)   # on time again
+    assert 0 <= lag.behind_now() < stalled / 10
+
+
+def test_the_event_loop_gate_leaves_room_for_its_loops_lag():
+    """A loop running behind read a call's bytes late and will write its answer late: the deadline counts
+    from twice the lag before the handler saw the call (at most half the deadline)."""
+    async def main():
+        gate = AsyncFairGate(1, per_account=1, shed_after=1.0, lag=lambda: 0.3)
+        now = time.monotonic()
+        async with gate.turn("quiet", arrived=now):   # a place free: a fresh call goes in, lag or not
+            assert gate.books.held == {"quiet": 1}
+        async with gate.turn("holder"):
+            # 0.6 s behind the handler, and half the deadline for the loop's lag: refused before it queues.
+            with pytest.raises(Shed) as late:
+                await call_task(arriving(gate, time.monotonic() - 0.6))
+            assert "before it reached admission" in late.value.reason and gate.queued() == 0
+        lagless = AsyncFairGate(1, per_account=1, shed_after=1.0, lag=lambda: 0.0)
+        return await call_task(arriving(lagless, time.monotonic() - 0.6))   # the same call, no lag: it runs
+
+    async def arriving(gate, arrived):
+        async with gate.turn("noisy", arrived=arrived):
+            return dict(gate.books.held)
+    assert asyncio.run(main()) == {"noisy": 1}

@@ -8,6 +8,7 @@ from django.db import connection
 from django.utils import timezone
 
 from plugins_app.models import LatencyHistogram, UsageDaily
+from plugins_app.runtime.protocol import TRACE_STATUSES
 from plugins_app.runtime.web.chain import HandlerTrace
 from plugins_app.services.observability import latency
 from plugins_app.services.observability.latency import LatencyRecorder, Window
@@ -69,7 +70,7 @@ def test_quarantined_skips_are_counted_but_have_no_duration():
 
 def test_an_empty_window_has_no_percentiles():
     assert latency.EMPTY_SUMMARY["p50Ms"] is None and latency.EMPTY_SUMMARY["maxMs"] is None
-    assert set(latency.EMPTY_SUMMARY["statusCounts"]) == set(latency.STATUSES)
+    assert set(latency.EMPTY_SUMMARY["statusCounts"]) == set(TRACE_STATUSES)
 
 
 def test_every_duration_falls_inside_its_bucket():

@@ -1,6 +1,7 @@
 """Cron slots in eager mode: overlap check, cronJobFiring, signed dispatch with retries, and completion."""
 
-from datetime import timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -101,14 +102,58 @@ def test_one_slot_sent_by_two_beats_fires_once(job, platform, eager, django_capt
     assert len(platform.calls_to("/missions")) == 1
 
 
-def test_an_interval_slot_is_its_bucket_whichever_beat_sends_it(job):
-    job.interval_seconds, job.cron_expression = 300, ""
+def test_a_crontab_slot_is_its_minute_whichever_beat_sends_it(job):
     at = timezone.now().replace(hour=2, minute=0, second=0, microsecond=0)
-    first = cron.slot_key(job, at + timedelta(seconds=7))       # one beat's tick
-    assert cron.slot_key(job, at + timedelta(seconds=212)) == first   # the other beat's, same bucket
-    assert cron.slot_key(job, at + timedelta(seconds=307)) != first   # the next slot
-    job.interval_seconds, job.cron_expression = None, "0 2 * * *"
     assert cron.slot_key(job, at + timedelta(seconds=1)) == cron.slot_key(job, at + timedelta(seconds=40))
+    assert cron.slot_key(job, at + timedelta(seconds=61)) != cron.slot_key(job, at + timedelta(seconds=1))
+
+
+EVERY = 3   # seconds: an interval job's period in the tests below
+# An instant on a boundary of the epoch's 3 s buckets (the slots interval jobs had before the claim).
+BOUNDARY = datetime(2026, 12, 5, 2, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def every_3s(job, settings):
+    """The job on a 3 s interval, its every slot cancelled by cronJobFiring (so none stays active and
+    overlaps the next): each slot it fires is one cancelled run and one hook run."""
+    settings.HUB_SCHEDULING = replace(settings.HUB_SCHEDULING, cron_min_interval_seconds=1)
+    return cron.update_job(job.account, job.pk, cron_expression="", interval_seconds=EVERY, prompt="digest #hold")
+
+
+def beat_sends(job, *offsets: float) -> list[str]:
+    """Beat messages for `job`, sent at BOUNDARY + each offset (seconds), in that order; the statuses of
+    the runs they left."""
+    for offset in offsets:
+        cron.fire_scheduled_slot(job.pk, (BOUNDARY + timedelta(seconds=offset)).isoformat())
+    return [run.status for run in CronRun.objects.filter(job=job).order_by("slot_at", "id")]
+
+
+def test_two_beats_sending_one_tick_across_a_bucket_boundary_fire_it_once(every_3s):
+    # Both beats' ticks 2 ms apart, on either side of a boundary: epoch buckets called them two slots.
+    assert beat_sends(every_3s, -0.001, 0.001) == ["cancelled"]
+    assert hook_runs("cronJobFiring") == 1
+
+
+def test_one_beat_whose_ticks_drift_across_a_bucket_boundary_fires_every_tick(every_3s):
+    # Each tick a few ms late, as beat's are: however its phase drifts, a lone beat's every tick fires.
+    assert beat_sends(every_3s, -0.004, 2.998, 6.0005, 9.003) == ["cancelled"] * 4
+    assert hook_runs("cronJobFiring") == 4
+
+
+def test_two_beats_out_of_phase_fire_once_an_interval(every_3s):
+    # One beat ticks on the boundaries, the other 1.7 s after (past half a period): one run per period,
+    # whichever beat's message the worker reads first (here the 7.7 s one before the 6 s one).
+    statuses = beat_sends(every_3s, 0, 1.7, 3, 4.7, 7.7, 6, 9, 10.7)
+    assert statuses == ["cancelled"] * 4
+    assert hook_runs("cronJobFiring") == 4
+    assert sorted(CronRun.objects.values_list("trigger_key", flat=True)) == sorted(
+        f"slot:{every_3s.pk}:{EVERY}s:{(BOUNDARY + timedelta(seconds=s)).timestamp():.6f}" for s in (0, 3, 7.7, 10.7))
+
+
+def test_the_same_interval_message_delivered_twice_fires_once(every_3s):
+    assert beat_sends(every_3s, 0.25, 0.25) == ["cancelled"]
+    assert hook_runs("cronJobFiring") == 1
 
 
 def test_a_disabled_job_ignores_its_schedule_but_can_run_now(api_client, job, platform, eager,
@@ -403,3 +448,32 @@ def test_beats_scheduler_sends_each_slot_with_the_time_it_was_sent(monkeypatch):
     assert advance is False and entry.args == [7] and entry.task == Entry.task
     at = timezone.datetime.fromisoformat(entry.kwargs["slot_at"])
     assert abs((timezone.now() - at).total_seconds()) < 60 and Entry.kwargs == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_copies_of_one_tick_claimed_at_once_from_many_workers_fire_once(account, settings):
+    # Eight workers each read a copy (a beat's) of one tick at the same moment: one conditional UPDATE
+    # of the job's row wins, on PostgreSQL (row lock, the condition read again) and SQLite (one writer).
+    import threading
+
+    from django.db import connection
+
+    settings.HUB_SCHEDULING = replace(settings.HUB_SCHEDULING, cron_min_interval_seconds=1)
+    job = cron.create_job(account, agent_id="7", name="digest", prompt="p", interval_seconds=EVERY)
+    start, won = threading.Barrier(8), []
+
+    def worker(n: int) -> None:
+        start.wait()
+        try:
+            won.append(cron.claim_interval_slot(job, BOUNDARY + timedelta(milliseconds=n * 40)))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(won) == [False] * 7 + [True]
+    # The next tick (an interval after the latest copy): a new slot.
+    assert cron.claim_interval_slot(job, BOUNDARY + timedelta(seconds=EVERY, milliseconds=300)) is True
