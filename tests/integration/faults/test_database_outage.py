@@ -40,19 +40,15 @@ def _postgres_url() -> str:
     return url
 
 
-@pytest.fixture(scope="module")
-def hub_on_postgres(tmp_path_factory):
+def _postgres_hub(tmp_path_factory, label: str, env: dict[str, str]):
     url = urlparse(_postgres_url())
-    name = f"hub_faults_{os.getpid()}"
+    name = f"hub_{label}_{os.getpid()}"
     with psycopg.connect(url.geturl(), autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
         admin.execute(f'CREATE DATABASE "{name}"')
     relay = TcpCut((url.hostname or "127.0.0.1", url.port or 5432)).start()
     auth = url.netloc.rsplit("@", 1)[0] + "@" if "@" in url.netloc else ""
-    # Shedding as in production (HUB_EXECUTE_QUEUE_DEADLINE_MS's default): these faults replace no
-    # engine, and a call of one account queued behind another held by the database is answered 503
-    # at the queue deadline instead of waiting for every call ahead of it to time out in turn.
-    hub = Hub(tmp_path_factory.mktemp("pg-faults"), with_celery=False, env={"HUB_EXECUTE_QUEUE_DEADLINE_MS": "1000"},
+    hub = Hub(tmp_path_factory.mktemp(label), with_celery=False, env=env,
               database_url=url._replace(netloc=f"{auth}127.0.0.1:{relay.port}", path=f"/{name}").geturl())
     hub.direct_url = url._replace(path=f"/{name}").geturl()   # the database itself, not through the relay
     yield hub, relay
@@ -60,6 +56,21 @@ def hub_on_postgres(tmp_path_factory):
     relay.cut()
     with psycopg.connect(url.geturl(), autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def hub_on_postgres(tmp_path_factory):
+    """Load shedding off, as in the rest of the fault suite: the figures are each fault's own cost (the
+    admins' writers count execute 503s, and a loaded machine would shed some)."""
+    yield from _postgres_hub(tmp_path_factory, "pg_faults", {})
+
+
+@pytest.fixture(scope="module")
+def shedding_hub_on_postgres(tmp_path_factory):
+    """Shedding as in production (HUB_EXECUTE_QUEUE_DEADLINE_MS's default): a call of one account queued
+    behind another held by a hung or locked database is answered 503 at the queue deadline, instead of
+    waiting for every call ahead of it to time out in turn."""
+    yield from _postgres_hub(tmp_path_factory, "pg_faults_shedding", {"HUB_EXECUTE_QUEUE_DEADLINE_MS": "1000"})
 
 
 @dataclass
@@ -109,10 +120,10 @@ FREEZE_SECONDS = 8   # past the connect timeout and the statement timeout (5 s)
 FROZEN_ANSWER_SECONDS = 3   # issue 40: during a hung database's freeze, every answer (a JSON 503 is one) within this
 
 
-def test_a_frozen_database_is_answered_within_seconds_and_loses_no_row(hub_on_postgres):
+def test_a_frozen_database_is_answered_within_seconds_and_loses_no_row(shedding_hub_on_postgres):
     # Issue 40, item 3: a hung PostgreSQL (SIGSTOP) held every request for the whole freeze. The relay
     # stops moving bytes, as a stopped server does: connections stay open, nothing answers.
-    hub, relay = hub_on_postgres
+    hub, relay = shedding_hub_on_postgres
 
     @contextmanager
     def frozen():
@@ -129,16 +140,18 @@ def test_a_frozen_database_is_answered_within_seconds_and_loses_no_row(hub_on_po
     _assert_clean(row, run.answers)
     assert during, "no call was answered during the freeze"
     assert row["slowest in the freeze s"] <= FROZEN_ANSWER_SECONDS, row
-    assert run.rows_lost == 0
+    # None missing. One more row than cancelled answers can happen: a COMMIT the server applied just as
+    # its deadline cut the socket is answered 503, and the platform sends that call again.
+    assert run.rows_lost <= 0, row
 
 
 LOCK_SECONDS = 8   # past the lock timeout (DATABASE_LOCK_TIMEOUT_SECONDS, 2 s) and the statement timeout (5 s)
 LOCK_TIMEOUT_SECONDS = DatabaseConfig().lock_timeout_seconds   # the default the hub runs with here
 
 
-def test_a_locked_api_key_table_answers_503_within_the_lock_timeout(hub_on_postgres):
+def test_a_locked_api_key_table_answers_503_within_the_lock_timeout(shedding_hub_on_postgres):
     # Issue 40, item 3: LOCK TABLE accounts_apikey held 20 s held every request 20 s, no 503.
-    hub, _ = hub_on_postgres
+    hub, _ = shedding_hub_on_postgres
     lines_before = hub.log_lines()
 
     @contextmanager
@@ -163,8 +176,9 @@ def test_a_locked_api_key_table_answers_503_within_the_lock_timeout(hub_on_postg
     # queued behind it are shed at the queue deadline (1 s): without that they answered after two,
     # three, four lock timeouts in turn (6.09 s and 8.3 s slowest in two runs).
     assert row["first 503 s"] < LOCK_TIMEOUT_SECONDS + 3, row
-    # Slowest 3.28 s here (the issue asks 3 s): every step thread (HUB_WORKER_THREADS) is held a whole
-    # lock timeout by the key's lookup, and calls arriving meanwhile wait for a thread first.
+    # Slowest 3.0 s on an idle machine, 3.23-3.28 s on a busy one (the issue asks 3 s): every step thread
+    # (HUB_WORKER_THREADS) is held a whole lock timeout by the key's lookup, and calls arriving meanwhile
+    # wait for a thread first. Bounded here with room for a loaded CI machine.
     assert row["slowest in the freeze s"] <= LOCK_TIMEOUT_SECONDS + 2, row
 
 
