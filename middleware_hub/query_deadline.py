@@ -48,6 +48,7 @@ class Watchdog:
         self._watched: dict[int, tuple[float, int]] = {}   # token -> (deadline, socket fd)
         self._expired: set[int] = set()
         self._thread: threading.Thread | None = None
+        self._work = threading.Event()   # set while round trips are watched: an idle process's thread sleeps
         self.hung_until = 0.0          # monotonic time until which the database is taken to be hung
         self.expiries = 0              # round trips cut off, since start (for /metrics and tests)
 
@@ -83,6 +84,7 @@ class Watchdog:
         token = next(self._tokens)
         with self._lock:
             self._watched[token] = (time.monotonic() + seconds, fd)
+            self._work.set()
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="query-deadline", daemon=True)
                 self._thread.start()
@@ -100,6 +102,13 @@ class Watchdog:
 
     def _run(self) -> None:
         while True:
+            with self._lock:
+                idle = not self._watched
+                if idle:
+                    self._work.clear()   # a round trip watched from now on sets it again
+            if idle:
+                self._work.wait()
+                continue
             time.sleep(self._tick)
             now = time.monotonic()
             with self._lock:
