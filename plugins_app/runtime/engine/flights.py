@@ -47,7 +47,7 @@ BUSY_SECONDS = 0.02          # a turn holding the thread longer than this makes 
 SEND_BACK_SECONDS = 0.1
 YIELD_TURNS = 4              # newcomers' turns a chain's next entry lets go first while requests wait
 # A handler that has computed this long in short turns (a thousand timers, say) makes its engine busy
-# until its chain ends: newcomers go to another engine rather than taking turns between its own.
+# while its chain takes turns: newcomers go to another engine rather than taking turns between its own.
 HEAVY_CPU_SECONDS = 0.05
 
 # A handler stopped in place (its turn terminated; the isolate and the chains parked in it go on).
@@ -181,7 +181,8 @@ class Flights:
         return not self.expect
 
     def busy(self) -> bool:
-        """Whether one turn has held the isolate's thread past BUSY_SECONDS. A turn whose answer the
+        """Whether one turn has held the isolate's thread past BUSY_SECONDS, or a heavy chain (past
+        HEAVY_CPU_SECONDS) is taking turn after turn. A turn whose answer the
         isolate's thread has sent already does not: its caller may be back with its next call before
         this loop has read it, and sending that call elsewhere would cost it its warm compartments."""
         return not self.queue.answered_early() and (

@@ -10,7 +10,7 @@ import socket
 import sys
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import uvloop
@@ -110,12 +110,16 @@ class Engine:
         Each that came because this engine was free when it arrived is answered busy, and its caller
         sends it to another engine; one that came to wait here because every engine was busy stays
         (refused again, it would come straight back). None of them has started, so nothing runs twice."""
+        self._send_back(lambda job: not job.message.get("wait"))
+
+    def _send_back(self, which: Callable[[Job], bool]) -> None:
+        """Answers busy every request waiting in line that `which` picks; the others keep their places."""
         keep: deque[Job] = deque()
         for job in self.jobs:
-            if job.message.get("wait"):
-                keep.append(job)
-            else:
+            if which(job):
                 self._refuse(job)
+            else:
+                keep.append(job)
         self.jobs = keep
 
     # -- connections ---------------------------------------------------------------------------
@@ -301,13 +305,7 @@ class Engine:
         """A handler has held the isolate past HOLD_SECONDS: its thread gets the CPU only when
         nothing else wants it, and the calls of its account that wait here are sent back."""
         self._set_priority(iso, DEMOTED_NICE, idle=True)
-        keep: deque[Job] = deque()
-        for job in self.jobs:
-            if self._holder_for(job):
-                self._refuse(job)
-            else:
-                keep.append(job)
-        self.jobs = keep
+        self._send_back(lambda job: bool(self._holder_for(job)))
 
     def restore(self, iso: Isolate) -> bool:
         """Give a demoted isolate thread its priority back; False if the system won't allow it."""
