@@ -16,11 +16,37 @@ from django.db.backends.postgresql import base
 from middleware_hub import query_deadline
 from middleware_hub.query_deadline import watchdog
 
+PREPARE_AFTER_RUNS = 2
+
+
+class DatabaseOperations(base.DatabaseOperations):
+    def last_executed_query(self, cursor: Any, sql: str, params: Any) -> str | None:
+        # A prepared_cursor()'s query holds the server's $n placeholders: logged with its values, as
+        # Django's own cursors' are.
+        if isinstance(cursor, base.ServerBindingCursor):
+            try:
+                return str(self.compose_sql(sql, params))
+            except Exception:   # noqa: BLE001 - a value that can't be shown costs the log line, not the query
+                return None
+        return super().last_executed_query(cursor, sql, params)
+
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    ops_class = DatabaseOperations
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.execute_wrappers.append(self._statement_within_deadline)
+
+    def prepared_cursor(self) -> Any:
+        """A cursor whose parameters the server binds, so a statement run often on this connection is
+        prepared once (from its PREPARE_AFTER_RUNS-th run) and then only executed: for the hot
+        statements of a call's path (host.kv's), where parsing and planning cost as much as running.
+        Django's own cursors bind on the client, which never prepares."""
+        self.close_if_health_check_failed()
+        self.ensure_connection()
+        with self.wrap_database_errors:
+            return self._prepare_cursor(base.ServerBindingCursor(self.connection))
 
     def _watched(self, what: str) -> AbstractContextManager[None]:
         config = settings.HUB_DATABASE
@@ -44,11 +70,16 @@ class DatabaseWrapper(base.DatabaseWrapper):
         watchdog.refuse_if_hung("a new connection")
         started = time.monotonic()
         try:
-            return super().get_new_connection(conn_params)
+            conn = super().get_new_connection(conn_params)
         except Exception:
             if time.monotonic() - started >= settings.HUB_DATABASE.connect_timeout_seconds * 0.9:
                 watchdog.hung(settings.HUB_DATABASE.hung_breaker_seconds)
             raise
+        if "prepare_threshold" not in self.settings_dict["OPTIONS"]:
+            # Only prepared_cursor()'s statements are ever prepared (Django's cursors bind on the
+            # client). A deployment behind a pooler that can't keep them sets OPTIONS' own.
+            conn.prepare_threshold = PREPARE_AFTER_RUNS
+        return conn
 
     def init_connection_state(self) -> None:
         # Setting the connection up may take round trips of its own (its time zone, its role).

@@ -162,3 +162,22 @@ globalThis.middleware.systemPrompt = async (c) => {
     assert burnt.trace[0].status == "timeout" and "CPU" in burnt.trace[0].warning
     # Parked beside it the whole time, and charged none of its CPU.
     assert slept.trace[0].status == "ran" and slept.value == "base slept"
+
+
+def test_a_chain_that_awaited_a_host_call_is_answered_from_the_isolates_thread(one_engine, make_handler):
+    """Its finishing turn sends the answer the moment it exists, as a chain that never awaited does:
+    not after the engine's own loop has woken to read it (a round trip of the process's threads
+    more per host call)."""
+    _, tier = one_engine
+    echo = make_handler(ECHO_AFTER_FETCH)
+
+    def host(handler, member, args):
+        return {"status": 200, "headers": {}, "body": "fetched"}
+
+    before = tier.ping(tier.engines[0])
+    result = run_chain(tier, "acct-early-after-host", HOOKS["systemPrompt"], [echo],
+                       dict(PROMPT_CONTEXT, systemPrompt="asked"), host=host)
+    after = tier.ping(tier.engines[0])
+    assert result.value == "asked:fetched"
+    assert after["chainStarts"] - before["chainStarts"] == 1
+    assert after["earlyAnswers"] - before["earlyAnswers"] == 1

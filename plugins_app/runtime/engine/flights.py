@@ -92,6 +92,9 @@ class Flight:
     posted: bool = False          # an entry of this chain is on the isolate's thread's line
     pending: deque[tuple[str, str]] = field(default_factory=deque)   # entries waiting for it: (name, receiver)
     yields_left: int = 0          # turns of newcomers its next entry still lets go first
+    # How its finishing turn may answer the caller on the isolate's thread (None: through this loop).
+    # Every turn's, not only the first's: a chain that awaited a host call or a timer ends in a later one.
+    early: Early | None = None
 
 
 @dataclass
@@ -125,6 +128,7 @@ class Flights:
         self.heavy: set[int] = set()          # chains whose handler has computed past HEAVY_CPU_SECONDS
         self.yielding: deque[int] = deque()   # chains whose next entry lets the engine's waiting requests go first
         self._releasing = False
+        self.answered_early = 0   # chains whose answer went out on the isolate's thread (engine status)
         self.queue.read_with(self._read)
 
     # -- posting -----------------------------------------------------------------------------------
@@ -143,6 +147,8 @@ class Flights:
         self._send(entry, this, seq, early)
 
     def _send(self, entry: str, this: str, seq: int, early: Early | None = None) -> None:
+        if early is None and (flight := self.flights.get(seq)) is not None:
+            early = flight.early
         if not self.expect:
             self.turn_started = time.monotonic()
         fn = self.iso.run_chain_fn if entry == "run" else self.iso.entries[entry]
@@ -167,7 +173,7 @@ class Flights:
               early: Early | None) -> Flight:
         loop = asyncio.get_running_loop()
         flight = Flight(seq, job, str(job.message.get("account")), handler_ids, budget_ms / 1000, cpu_ms,
-                        loop.create_future(), started=time.time())
+                        loop.create_future(), started=time.time(), early=early)
         self.flights[seq] = flight
         self._post("run", body, seq, early)
         return flight
@@ -332,6 +338,7 @@ class Flights:
 
     def _take(self, flight: Flight, value: object, early: bool, used: float) -> None:
         if early:
+            self.answered_early += 1
             self._finish(flight, None, True)
             return
         if not isinstance(value, str):
@@ -362,7 +369,8 @@ class Flights:
         assert self.iso.poll_fn is not None
         if not self.expect:
             self.turn_started = time.monotonic()
-        self.queue.post_call(self.iso.poll_fn, str(seq))
+        flight = self.flights.get(seq)
+        self.queue.post_call(self.iso.poll_fn, str(seq), early=flight.early if flight is not None else None)
         self.expect.append(seq)
         self._watching()
 

@@ -82,6 +82,7 @@ class Engine:
         self.next_call = 0
         self.run_seq = 0
         self.compiles = 0         # compile requests served (a supervisor's compiler engine takes them all)
+        self.early_answers = 0    # answers sent on the isolate's thread by isolates since replaced
         self.replaced = 0
         # Handlers whose compartment this engine's isolate lacked, and of those, the ones whose
         # code its cache lacked too (the web process is asked for them): read through status().
@@ -211,6 +212,7 @@ class Engine:
                 "running": flights.held_account if flights is not None else None,
                 "holding": holder.holder if holder is not None else None, "busy": self._busy(),
                 "chainStarts": self.run_seq, "compiles": self.compiles,
+                "earlyAnswers": self.early_answers + (flights.answered_early if flights is not None else 0),
                 **self.misses}
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
@@ -401,6 +403,8 @@ class Engine:
         old, self.isolate = self.isolate, None
         flights, self.flights = self.flights, None
         self.replaced += 1
+        if flights is not None:
+            self.early_answers += flights.answered_early
         if flights is not None:   # chains parked in it (when it was not their own turn that cost it)
             flights.fail_all(CrashKind.CRASHED.value)
         if old is not None:

@@ -9,12 +9,13 @@ import asyncio
 import contextvars
 import functools
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from plugins_app.runtime.web.chain import Handler
 from plugins_app.services.engine.tier import get_tier
@@ -33,6 +34,13 @@ _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
 T = TypeVar("T")
+
+# A host thread's connection used this recently is not health-checked again before its next call: on a
+# busy hub that check was one more database round trip per host call (as long as a host.kv incr's own).
+# One left idle longer is checked, as a request's is, so a connection the database dropped meanwhile is
+# replaced before a plugin's call could fail on it.
+FRESH_CONNECTION_SECONDS = 1.0
+_last_call = threading.local()
 
 
 def async_member(name: str) -> Callable[[AsyncMember], AsyncMember]:
@@ -89,10 +97,13 @@ async def in_host_thread(fn: Callable[..., T], *args: Any) -> T:
 
 def _with_connection(fn: Callable[..., T], *args: Any) -> T:
     close_old_connections()
+    if connection.connection is not None and time.monotonic() - getattr(_last_call, "ended", -1e9) < FRESH_CONNECTION_SECONDS:
+        connection.health_check_done = True   # Django's flag: its check would run before this call's first statement
     try:
         return fn(*args)
     finally:
-        close_old_connections()
+        close_old_connections()   # closes one that failed or is past its age
+        _last_call.ended = time.monotonic()
 
 
 def _nested_call(fn: Member, call: HostCall, args: list) -> Any:

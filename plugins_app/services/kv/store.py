@@ -37,7 +37,7 @@ def entries(ns: Namespace):
 def get(ns: Namespace, key: str) -> Any:
     # One statement written out: the ORM's query building cost more than the query (a read is on the
     # path of every call of a plugin that checks its state).
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(f"SELECT value, number FROM {_table()} WHERE installation_id = %s AND {_q('key')} = %s"
                        " AND (expires_at IS NULL OR expires_at > %s)",
                        [ns.installation_id, key, _at(timezone.now())])
@@ -46,7 +46,7 @@ def get(ns: Namespace, key: str) -> Any:
 
 
 def delete(ns: Namespace, key: str) -> bool:
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         _write(cursor, f"DELETE FROM {_table()} WHERE installation_id = %s AND {_q('key')} = %s",
                [ns.installation_id, key])
         return cursor.rowcount > 0
@@ -85,6 +85,13 @@ def check_quota(ns: Namespace, key: str, size: int, now: datetime.datetime) -> N
         raise KvError(QUOTA_EXCEEDED)
 
 
+def _cursor() -> Any:
+    """A cursor for the store's own statements: on PostgreSQL one that prepares them (the hub's backend
+    offers it), as they run on the path of every call of a plugin that keeps state."""
+    prepared = getattr(connection, "prepared_cursor", None)
+    return prepared() if prepared is not None else connection.cursor()
+
+
 def _table() -> str:
     return connection.ops.quote_name(KvEntry._meta.db_table)
 
@@ -98,7 +105,7 @@ def put(ns: Namespace, key: str, encoded: Encoded, ttl: float | None) -> None:
     size = len(key.encode("utf-8", "surrogatepass")) + encoded.size
     check_quota(ns, key, size, now)
     t = _table()
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         _write(
             cursor,
             f"INSERT INTO {t} (account_id, installation_id, {_q('key')}, value, number, size, expires_at, updated_at)"
@@ -149,7 +156,7 @@ def incr(ns: Namespace, key: str, by: int, ttl: float | None, maximum: int | Non
     so a counter created at the same moment by another caller is added to, never overwritten."""
     now = timezone.now()
     bound = " AND number + %s <= %s" if maximum is not None else ""
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         row = _write(
             cursor,
             f"UPDATE {_table()} SET number = number + %s, updated_at = %s WHERE installation_id = %s"
@@ -173,7 +180,7 @@ def _incr_new(ns: Namespace, key: str, by: int, ttl: float | None, maximum: int 
         check_quota(ns, key, size, now)
     t, live = _table(), f"({_table()}.expires_at IS NULL OR {_table()}.expires_at > %s)"
     bound = f" AND (CASE WHEN {live} THEN {t}.number ELSE 0 END) + excluded.number <= %s" if maximum is not None else ""
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         row = _write(
             cursor,
             f"INSERT INTO {t} (account_id, installation_id, {_q('key')}, value, number, size, expires_at, updated_at)"

@@ -143,3 +143,26 @@ def test_an_api_delete_of_a_key_commits_durably_with_its_change_log_row(api_clie
     deletes = [q["sql"] for q in captured.captured_queries if "DELETE" in q["sql"] and "kventry" in q["sql"]]
     assert deletes and all("synchronous_commit" not in sql for sql in deletes), deletes
     assert store.get(ns, "note") is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_counters_step_is_prepared_once_and_then_only_executed(ns):
+    """On PostgreSQL the store's statements are bound by the server, so from their second run on a
+    connection they are prepared: parsing and planning were as long as running them."""
+    _postgresql()
+
+    def prepared() -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
+                           ["%number = number +%"])
+            return [row[0] for row in cursor.fetchall()]
+    store.incr(ns, "hits", 1, None, None)   # made (its own statements)
+    assert prepared() == []
+    for _ in range(3):
+        store.incr(ns, "hits", 1, None, None)
+    assert len(prepared()) == 1
+    assert store.get(ns, "hits") == 4
+    with CaptureQueriesContext(connection) as captured:   # logged with its values, not $1, $2...
+        store.incr(ns, "hits", 1, None, None)
+    assert "$1" not in captured.captured_queries[-1]["sql"]
+    assert "number + 1" in captured.captured_queries[-1]["sql"]
