@@ -459,13 +459,15 @@ class Engine:
             return
         self.relieving = True
         try:
+            collected = False
             if self.memory.recount is not None:
                 await iso.collect()
+                collected = True
                 self.memory.recounted()
                 if not self.memory.relief_due:
                     return
             heap = await iso.heap_used()
-            if self.memory.pressed(heap):
+            if self.memory.pressed(heap) and not collected:   # after the recount's collection, another finds nothing more
                 await iso.collect()
                 heap = await iso.heap_used()
             for _ in range(MAX_DROPS):

@@ -96,6 +96,80 @@
     });
   }
 
+  // normalize and localeCompare hand the whole string to ICU in one call (measured here: NFC of 32 Mi
+  // decomposed units held the thread 25 s after termination; a localeCompare of two 64 Mi strings 1.3 s).
+  // Both are refused past the scan bound (~45 ms and ~20 ms per Mi units here).
+  replaceMethod(String.prototype, "normalize", (original) => function (form) {
+    if (typeof this === "string" && this.length > STRING_SCAN_MAX && currentInvocation() !== null) {
+      refuse("String.prototype.normalize", this.length, STRING_SCAN_MAX, "scan");
+    }
+    return apply(original, this, [form]);
+  });
+  const longer = (a, b) => {
+    const x = typeof a === "string" ? a.length : 0, y = typeof b === "string" ? b.length : 0;
+    return x > y ? x : y;
+  };
+  replaceMethod(String.prototype, "localeCompare", (original) => function (that, locales, options) {
+    if (currentInvocation() !== null && longer(this, that) > STRING_SCAN_MAX) {
+      refuse("String.prototype.localeCompare", longer(this, that), STRING_SCAN_MAX, "scan");
+    }
+    return apply(original, this, [that, locales, options]);
+  });
+  // Intl.Collator's compare (a getter giving each collator one bound function) does the same ICU work:
+  // each collator's is wrapped once, so `collator.compare === collator.compare` still holds.
+  const collatorCompare = getOwnPropertyDescriptor(Intl.Collator.prototype, "compare");
+  if (collatorCompare !== undefined && typeof collatorCompare.get === "function") {
+    const nativeGet = collatorCompare.get;
+    const wrapped = new WeakMap();   // the native bound compare -> its guarded one
+    const get = function () {
+      const compare = apply(nativeGet, this, []);
+      let guarded = wrapped.get(compare);
+      if (guarded === undefined) {
+        guarded = (a, b) => {
+          if (currentInvocation() !== null && longer(a, b) > STRING_SCAN_MAX) {
+            refuse("Intl.Collator compare", longer(a, b), STRING_SCAN_MAX, "scan");
+          }
+          return compare(a, b);
+        };
+        defineProperty(guarded, "name", { value: "" });
+        wrapped.set(compare, guarded);
+      }
+      return guarded;
+    };
+    defineProperty(get, "name", { value: "get compare" });
+    defineProperty(Intl.Collator.prototype, "compare", { ...collatorCompare, get });
+  }
+
+  // -- typed array fill -----------------------------------------------------------------------------
+  // One fill writes the whole buffer natively (fresh pages faulted in as it goes: a 512 MiB fill held
+  // the thread over a second past termination). Past the bound it is done in slices, each a call where
+  // a termination is noticed; the result is the same, and so is the return value.
+  const TYPED_FILL_SLICE = 1 << 22;   // elements per native call (~30 ms for 8-byte elements, fresh pages)
+  const typedTag = getOwnPropertyDescriptor(TypedArrayProto, Symbol.toStringTag).get;   // the internal kind: unspoofable
+  const kinds = { Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array,
+                  Float32Array, Float64Array, BigInt64Array, BigUint64Array };
+  if (typeof Float16Array === "function") kinds.Float16Array = Float16Array;
+  const { trunc, max: larger, min: smaller } = Math;
+  const ToNumber = Number;
+  const relative = (value, length, fallback) => {   // start/end as the native fill reads them
+    if (value === undefined) return fallback;
+    const n = trunc(ToNumber(value)) || 0;
+    return n < 0 ? larger(length + n, 0) : smaller(n, length);
+  };
+  replaceMethod(TypedArrayProto, "fill", (original) => function (value, start, end) {
+    const length = currentInvocation() !== null ? apply(typedLength, this, []) : 0;
+    const Kind = length > TYPED_FILL_SLICE ? kinds[apply(typedTag, this, [])] : undefined;
+    if (Kind === undefined) return apply(original, this, [value, start, end]);
+    // The value is converted once, as by the native fill (a valueOf runs once), through an array of
+    // the same kind; what it stored is what every slice stores.
+    const one = new Kind(1);
+    apply(original, one, [value]);
+    const converted = one[0];
+    const from = relative(start, length, 0), to = relative(end, length, length);
+    for (let i = from; i < to; i += TYPED_FILL_SLICE) apply(original, this, [converted, i, smaller(i + TYPED_FILL_SLICE, to)]);
+    return this;
+  });
+
   // -- JSON.stringify -----------------------------------------------------------------------------
   // Its output grows with every path through a value, not with the value's size: [o, o] nested 22
   // deep is 44 objects and 4 Mi paths, and V8 writes them all in one native call. So the paths are
@@ -192,6 +266,6 @@
       currentInvocation = current;
       delete globalThis.__nativeGuards;
     },
-    limits: { JSON_PATHS_MAX, TYPED_SORT_NATIVE_MAX, ARRAY_SORT_NATIVE_MAX, STRING_SCAN_MAX, STRING_BUILD_MAX, INTL_OBJECTS_MAX },
+    limits: { TYPED_FILL_SLICE, JSON_PATHS_MAX, TYPED_SORT_NATIVE_MAX, ARRAY_SORT_NATIVE_MAX, STRING_SCAN_MAX, STRING_BUILD_MAX, INTL_OBJECTS_MAX },
   };
 })();

@@ -385,12 +385,18 @@
   }
   // ---- end of web globals
 
+  const floatArrays = Object.fromEntries(["Float16Array", "Float32Array", "Float64Array"]
+    .filter((name) => typeof globalThis[name] === "function").map((name) => [name, globalThis[name]]));
+
   function load(account, id, hash, code, config) {
     const middleware = {};
     const entry = { id, hash, middleware, config: null };
     // FinalizationRegistry is left out: its callbacks would run inside whichever chain is running.
+    // The float typed arrays, which SES leaves to the start compartment for the NaN side channel (a
+    // NaN's payload bits read back), are given: no value passes between compartments but as JSON,
+    // which has no NaN, so there is nobody to signal to; numeric libraries need them.
     const compartment = new Compartment({ __options__: true,
-      globals: { Date, Math, FinalizationRegistry: undefined, Atomics: compartmentAtomics(), ...webGlobals(),
+      globals: { Date, Math, FinalizationRegistry: undefined, Atomics: compartmentAtomics(), ...floatArrays, ...webGlobals(),
         ...makeTimers(entry) } });
     const g = compartment.globalThis;
     aliasGlobalObject(g);

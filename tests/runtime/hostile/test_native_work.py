@@ -39,6 +39,19 @@ ATTACKS = {
     "padStart": ("""globalThis.middleware.systemPrompt = async (c) => ''.padStart(2 ** 28, 'xy');""",
                  "error", "String.prototype.padStart"),
     # Issue 39 item 2's bomb: 44 objects, 4 Mi paths, written out in one native call.
+    # ICU's normalization of 32 Mi decomposed units held V8 25 s after termination.
+    "normalize": ("""globalThis.middleware.systemPrompt = async (c) => {
+  let s = 'e\\u0301'; for (let i = 0; i < 23; i++) s = s + s; return s.normalize('NFC').length + ''; };""",
+                  "error", "String.prototype.normalize: 16777216 characters is over the 1048576"),
+    "localeCompare": ("""globalThis.middleware.systemPrompt = async (c) => {
+  let s = 'a'; for (let i = 0; i < 22; i++) s = s + s; for (;;) s.localeCompare(s + 'b'); };""",
+                      "error", "String.prototype.localeCompare: 4194305 characters"),
+    "Intl.Collator compare": ("""globalThis.middleware.systemPrompt = async (c) => {
+  let s = 'a'; for (let i = 0; i < 22; i++) s = s + s; const { compare } = new Intl.Collator('fr');
+  for (;;) compare(s, s + 'b'); };""", "error", "Intl.Collator compare: 4194305 characters"),
+    # 512 MiB written by one native call (its pages faulted in as it goes) held V8 over a second.
+    "typed array fill": ("""globalThis.middleware.systemPrompt = async (c) => {
+  const a = new Float64Array(64 * 1024 * 1024); for (;;) a.fill(Math.random()); };""", "timeout", "ms of CPU"),
     "JSON bomb": ("""globalThis.middleware.systemPrompt = async (c) => {
   let o = [c]; for (let i = 0; i < 22; i++) o = [o, o]; JSON.parse(JSON.stringify(o)); return c.systemPrompt; };""",
                   "error", "JSON.stringify: the value has over 262144 objects"),
@@ -109,11 +122,35 @@ def test_ordinary_sorts_strings_and_intl_behave_as_before(make_handler, chain):
   Object.getPrototypeOf(new Intl.Collator()).constructor === Intl.Collator,
   Intl.DateTimeFormat.supportedLocalesOf(['en']).length,
   Array.prototype.sort.name, String.prototype.replace.length,
+  ['b', 'a', 'é'].sort((x, y) => x.localeCompare(y, 'fr')), 'e\\u0301'.normalize('NFC').length,
+  new Intl.Collator('en').compare('a', 'b'), (() => { const k = new Intl.Collator('en'); return k.compare === k.compare; })(),
+  Array.from(new Int16Array(3).fill(7, 1)), Uint8Array.prototype.fill.name,
+  Array.from(new Float64Array([0.5, 2]).fill(1.25, 1)), new Float32Array([0.1])[0] !== 0.1,
 ]);"""
     result = chain("systemPrompt", [make_handler(code)], PROMPT_CONTEXT)
     assert result.trace[0].status == "ran", result.trace[0].warning
     assert result.value == ('[[1,10,2,9,null],[-7,0,1,3],[-2,1,3],[3,2,1],"ababab","007","a+b+c",'
-                            '["a","b"],"€1.50","1,234",true,true,1,"sort",2]')
+                            '["a","b"],"€1.50","1,234",true,true,1,"sort",2,["a","b","é"],1,-1,true,[0,7,7],"fill",[0.5,1.25],true]')
+
+
+def test_a_fill_past_the_slice_bound_stores_what_the_native_fill_stores(make_handler, chain):
+    # Sliced past TYPED_FILL_SLICE elements: the value converted once (its valueOf runs once), start and
+    # end read as the native fill reads them, every kind's own conversion (clamping, wrapping, BigInt).
+    code = """globalThis.middleware.systemPrompt = async (c) => {
+  const n = (1 << 22) * 2 + 5;
+  let reads = 0; const v = { valueOf() { reads++; return 300.7; } };
+  const clamped = new Uint8ClampedArray(n).fill(v, 3, -2);
+  const wrapped = new Int8Array(n).fill(200, -7);
+  const big = new BigInt64Array(n).fill(2n ** 63n + 5n, 1);
+  const same = clamped.fill(v, n) === clamped;
+  const edges = [clamped[2], clamped[3], clamped[n - 3], clamped[n - 2], wrapped[n - 8], wrapped[n - 7],
+                 String(big[0]), String(big[n - 1]), reads, same];
+  let bad = 'none'; try { new Float64Array(n).fill(1n); } catch (e) { bad = e.constructor.name; }
+  return JSON.stringify([...edges, bad]);
+};"""
+    result = chain("systemPrompt", [make_handler(code)], PROMPT_CONTEXT, cpu_ms=10_000, budget_ms=30_000)
+    assert result.trace[0].status == "ran", result.trace[0].warning
+    assert result.value == '[0,255,255,0,0,-56,"0","-9223372036854775803",2,true,"TypeError"]'
 
 
 def test_a_large_sort_past_the_native_bound_still_orders_as_the_default(make_handler, chain):
