@@ -5,6 +5,7 @@ notes an installation's next trace carries (a charge, or module state that had t
 from __future__ import annotations
 
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 
@@ -33,6 +34,13 @@ RECOUNT_BYTES = 16 * MIB
 # process by a few pages, if at all: their books cost one read).
 GRAIN_BYTES = 1 * MIB
 MAX_KEYS = 20_000      # installations kept in the books (the oldest go first)
+# An account one of whose chains kept this much past a full collection (or that was charged) keeps memory
+# on purpose: for KEEPER_SECONDS a shared engine sends its calls to the lane, where what it keeps costs
+# no other account a collection. Without this, an account whose calls are spread over the shared
+# engines (each busy a moment) loads and fills its compartments on every one of them in turn.
+KEEPER_BYTES = 8 * MIB
+KEEPER_SECONDS = 60.0
+MAX_KEEPERS = 1_000
 
 CHARGE = ("kept {mib} MiB in its module state while its engine neared its memory bound; its compartment "
           "was dropped (its state with it) and it counts a memory strike")
@@ -67,6 +75,7 @@ class MemoryBooks:
         self.relief_due = False
         self.recount: tuple[str, list[str], int] | None = None   # (account, ids, size before) awaiting a collection
         self.charged = 0               # installations charged since the process started (status)
+        self.keepers: dict[str, float] = {}   # account -> until when its calls go to the lane (monotonic)
 
     def rss(self) -> int:
         return int(os.pread(self._statm, 64, 0).split()[1]) * self._page
@@ -105,7 +114,23 @@ class MemoryBooks:
         self.recount = None
         now = self.rss()
         self._put_down(account, handler_ids, now - before)
+        if now - before >= KEEPER_BYTES:
+            self._keeper(account)
         self._look(now)
+
+    def _keeper(self, account: str) -> None:
+        now = time.monotonic()
+        if len(self.keepers) >= MAX_KEEPERS:
+            self.keepers = {a: until for a, until in self.keepers.items() if until > now}
+        if len(self.keepers) < MAX_KEEPERS:
+            self.keepers[account] = now + KEEPER_SECONDS
+
+    def keeps_memory(self, account: str) -> bool:
+        """Whether `account` kept memory here lately (its calls then go to the lane)."""
+        if not self.keepers:   # nearly always: checked on every request a shared engine admits
+            return False
+        until = self.keepers.get(account)
+        return until is not None and until > time.monotonic()
 
     def _put_down(self, account: str, handler_ids: list[str], grown: int) -> None:
         if grown and handler_ids:
@@ -146,6 +171,8 @@ class MemoryBooks:
         """These compartments (one account's) were dropped together to relieve memory and gave back
         `freed` bytes; True if they are charged (each then counts a memory strike)."""
         charged = freed >= CHARGE_BYTES
+        if charged and keys:
+            self._keeper(keys[0].split("/", 1)[0])
         for key in keys:
             self.growth.pop(key, None)
             if not charged:

@@ -221,7 +221,7 @@ class Engine:
         if self._holder_for(job) or (not message.get("wait") and (self._busy() or len(self.jobs) >= MAX_QUEUED)):
             self._refuse(job)
             return
-        if not message.get("wait") and self._held_elsewhere(job):
+        if not message.get("wait") and (self._held_elsewhere(job) or self._keeps_memory(job)):
             job.client.send(protocol.result(message.get("id"), busy=True, lane=True, elsewhere=True))
             return
         if not self.jobs and self._room():
@@ -285,6 +285,16 @@ class Engine:
             return None
         wanted = {h.get("id") for h in job.message.get("handlers") or [] if isinstance(h, dict)}
         return holder.holder if holder.holder in wanted else None
+
+    def _keeps_memory(self, job: Job) -> bool:
+        """Whether this shared engine sends `job`'s account to the lane for what it keeps (memory.py's
+        KEEPER_BYTES): its collections and reliefs then run where no other account waits on them."""
+        account = str(job.message.get("account"))
+        if self.board is None or not self.memory.keeps_memory(account):
+            return False
+        # A charge waiting to be told is told here, where it was made (the web side strikes on it).
+        handlers = job.message.get("handlers") or []
+        return not self.memory.pending(account, (h.get("id") for h in handlers if isinstance(h, dict)))
 
     def _held_elsewhere(self, job: Job) -> bool:
         """Whether another shared engine has been busy with this account's chain past BUSY_SECONDS:
