@@ -24,8 +24,8 @@ import http.client
 import json
 import os
 import socket
-import subprocess
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -220,9 +220,8 @@ def main() -> None:
         import django
 
         django.setup()
-        from django.db import connections
-
         from django.core.management import call_command
+        from django.db import connections
 
         call_command("migrate", verbosity=0)
         vendor = url.split(":", 1)[0]

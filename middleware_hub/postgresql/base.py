@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.backends.postgresql import base
+from django.db.backends.postgresql.operations import DatabaseOperations as BaseOperations
 
 from middleware_hub import query_deadline
 from middleware_hub.query_deadline import watchdog
@@ -19,15 +20,15 @@ from middleware_hub.query_deadline import watchdog
 PREPARE_AFTER_RUNS = 2
 
 
-class DatabaseOperations(base.DatabaseOperations):
-    def last_executed_query(self, cursor: Any, sql: str, params: Any) -> str | None:
+class DatabaseOperations(BaseOperations):
+    def last_executed_query(self, cursor: Any, sql: str, params: Any) -> str:
         # A prepared_cursor()'s query holds the server's $n placeholders: logged with its values, as
         # Django's own cursors' are.
         if isinstance(cursor, base.ServerBindingCursor):
             try:
                 return str(self.compose_sql(sql, params))
             except Exception:   # noqa: BLE001 - a value that can't be shown costs the log line, not the query
-                return None
+                return sql
         return super().last_executed_query(cursor, sql, params)
 
 
@@ -46,7 +47,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         self.close_if_health_check_failed()
         self.ensure_connection()
         with self.wrap_database_errors:
-            return self._prepare_cursor(base.ServerBindingCursor(self.connection))
+            # Both untyped in django-stubs as used here (its ServerBindingCursor is psycopg2-shaped).
+            cursor = base.ServerBindingCursor(self.connection)  # type: ignore[call-arg]
+            return self._prepare_cursor(cursor)  # type: ignore[attr-defined]
 
     def _watched(self, what: str) -> AbstractContextManager[None]:
         config = settings.HUB_DATABASE

@@ -294,7 +294,7 @@ class Engine:
             return False
         # A charge waiting to be told is told here, where it was made (the web side strikes on it).
         handlers = job.message.get("handlers") or []
-        return not self.memory.pending(account, (h.get("id") for h in handlers if isinstance(h, dict)))
+        return not self.memory.pending(account, (str(h.get("id")) for h in handlers if isinstance(h, dict)))
 
     def _held_elsewhere(self, job: Job) -> bool:
         """Whether another shared engine has been busy with this account's chain past BUSY_SECONDS:

@@ -98,7 +98,8 @@ async def in_host_thread(fn: Callable[..., T], *args: Any) -> T:
 def _with_connection(fn: Callable[..., T], *args: Any) -> T:
     close_old_connections()
     if connection.connection is not None and time.monotonic() - getattr(_last_call, "ended", -1e9) < FRESH_CONNECTION_SECONDS:
-        connection.health_check_done = True   # Django's flag: its check would run before this call's first statement
+        # Django's flag (absent from django-stubs): its check would run before this call's first statement.
+        connection.health_check_done = True  # type: ignore[attr-defined]
     try:
         return fn(*args)
     finally:
