@@ -147,6 +147,8 @@ class Peer(Protocol):
 
     def send(self, message: JsonObject | bytes) -> None: ...
 
+    def send_bytes(self, data: bytes) -> None: ...
+
 
 @dataclass
 class Job:

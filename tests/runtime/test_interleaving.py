@@ -165,9 +165,9 @@ globalThis.middleware.systemPrompt = async (c) => {
 
 
 def test_a_chain_that_awaited_a_host_call_is_answered_from_the_isolates_thread(one_engine, make_handler):
-    """Its finishing turn sends the answer the moment it exists, as a chain that never awaited does:
-    not after the engine's own loop has woken to read it (a round trip of the process's threads
-    more per host call)."""
+    """Its host call goes out, and its finishing turn's answer, the moment each exists, on the
+    isolate's thread: not after the engine's own loop has woken to read them (a round trip of the
+    process's threads each)."""
     _, tier = one_engine
     echo = make_handler(ECHO_AFTER_FETCH)
 
@@ -181,3 +181,27 @@ def test_a_chain_that_awaited_a_host_call_is_answered_from_the_isolates_thread(o
     assert result.value == "asked:fetched"
     assert after["chainStarts"] - before["chainStarts"] == 1
     assert after["earlyAnswers"] - before["earlyAnswers"] == 1
+    assert after["earlyHostCalls"] - before["earlyHostCalls"] == 1, (before, after)
+
+
+def test_host_calls_sent_from_the_isolates_thread_keep_their_order_and_answers(one_engine, make_handler):
+    """Three calls made at once (Promise.all) and two in a row: each gets its own answer, in the
+    order the handler asked, whichever thread sent it."""
+    _, tier = one_engine
+    code = ("globalThis.middleware.systemPrompt = async (c) => {"
+            " const all = await Promise.all(['a', 'b', 'c'].map(async (u) => (await host.fetch(u)).text()));"
+            " const d = await (await host.fetch('d')).text(); const e = await (await host.fetch('e')).text();"
+            " return [...all, d, e].join(','); };")
+    asked = []
+
+    def host(handler, member, args):
+        asked.append(args[0])
+        return {"status": 200, "headers": {}, "body": args[0].upper()}
+
+    before = tier.ping(tier.engines[0])
+    result = run_chain(tier, "acct-early-order", HOOKS["systemPrompt"], [make_handler(code)], PROMPT_CONTEXT,
+                       host=host)
+    after = tier.ping(tier.engines[0])
+    assert (result.trace[0].status, result.value) == ("ran", "A,B,C,D,E")
+    assert asked == ["a", "b", "c", "d", "e"]
+    assert after["earlyHostCalls"] - before["earlyHostCalls"] == 5

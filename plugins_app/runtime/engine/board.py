@@ -1,4 +1,5 @@
-"""The shared engines' board: which account each one is running, so one account holds at most one of them."""
+"""The shared engines' board: which account each one is running, so one account holds at most one of them,
+and the account each one last found keeping memory, so the others send it to the lane too."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import struct
 import time
 
 # One seat per shared engine: the running account's key (0: nothing runs) and when its chain
-# started (CLOCK_MONOTONIC nanoseconds, the same clock in every process of the machine).
-SEAT = struct.Struct("=QQ")
+# started (CLOCK_MONOTONIC nanoseconds, the same clock in every process of the machine); then the
+# account it last found keeping memory and until when it goes to the lane (0, 0: none).
+SEAT = struct.Struct("=QQQQ")
+_PAIR = struct.Struct("=QQ")   # one half of a seat: (account key, time)
+_KEEPER_OFFSET = _PAIR.size
 
 
 @functools.lru_cache(maxsize=4096)   # asked at every chain's start and admission: hash an account once
@@ -37,13 +41,31 @@ class Board:
         self.seats = len(self._map) // SEAT.size
         if not 0 <= seat < self.seats:
             raise ValueError(f"seat {seat} is not on a board of {self.seats}")
-        self.release()   # whatever a dead predecessor left in this seat
+        self.clear()   # whatever a dead predecessor left in this seat
 
     def hold(self, account: str) -> None:
-        SEAT.pack_into(self._map, self.seat * SEAT.size, account_key(account), time.monotonic_ns())
+        _PAIR.pack_into(self._map, self.seat * SEAT.size, account_key(account), time.monotonic_ns())
 
     def release(self) -> None:
-        SEAT.pack_into(self._map, self.seat * SEAT.size, 0, 0)
+        _PAIR.pack_into(self._map, self.seat * SEAT.size, 0, 0)
+
+    def clear(self) -> None:
+        """The whole seat emptied (a new engine in it)."""
+        SEAT.pack_into(self._map, self.seat * SEAT.size, 0, 0, 0, 0)
+
+    def keeper(self, account: str, seconds: float) -> None:
+        """This engine found `account` keeping memory: every shared engine sends it to the lane for `seconds`."""
+        _PAIR.pack_into(self._map, self.seat * SEAT.size + _KEEPER_OFFSET, account_key(account),
+                          time.monotonic_ns() + int(seconds * 1e9))
+
+    def keeps_memory(self, account: str) -> bool:
+        """Whether some shared engine found `account` keeping memory lately (its own seat included)."""
+        key, now = account_key(account), time.monotonic_ns()
+        for seat in range(self.seats):
+            held, until = _PAIR.unpack_from(self._map, seat * SEAT.size + _KEEPER_OFFSET)
+            if held == key and until > now:
+                return True
+        return False
 
     def held_elsewhere(self, account: str, longer_than: float) -> bool:
         """Whether another engine has been running a chain of `account` for over `longer_than` seconds."""
@@ -52,11 +74,11 @@ class Board:
         for seat in range(self.seats):
             if seat == self.seat:
                 continue
-            held, started = SEAT.unpack_from(self._map, seat * SEAT.size)
+            held, started = _PAIR.unpack_from(self._map, seat * SEAT.size)
             if held == key and 0 < started < since:
                 return True
         return False
 
     def close(self) -> None:
-        self.release()
+        self.clear()
         self._map.close()

@@ -95,6 +95,8 @@ class Flight:
     # How its finishing turn may answer the caller on the isolate's thread (None: through this loop).
     # Every turn's, not only the first's: a chain that awaited a host call or a timer ends in a later one.
     early: Early | None = None
+    # Host calls (their JS call ids) already sent from the isolate's thread, for the loop to account for.
+    sent_early: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -128,7 +130,7 @@ class Flights:
         self.heavy: set[int] = set()          # chains whose handler has computed past HEAVY_CPU_SECONDS
         self.yielding: deque[int] = deque()   # chains whose next entry lets the engine's waiting requests go first
         self._releasing = False
-        self.answered_early = 0   # chains whose answer went out on the isolate's thread (engine status)
+        self.called_early = 0     # host calls sent from the isolate's thread (engine status)
         self.queue.read_with(self._read)
 
     # -- posting -----------------------------------------------------------------------------------
@@ -175,6 +177,8 @@ class Flights:
         flight = Flight(seq, job, str(job.message.get("account")), handler_ids, budget_ms / 1000, cpu_ms,
                         loop.create_future(), started=time.time(), early=early)
         self.flights[seq] = flight
+        if early is not None:
+            early.turn = lambda value: self._host_calls_now(flight, value)
         self._post("run", body, seq, early)
         return flight
 
@@ -338,7 +342,6 @@ class Flights:
 
     def _take(self, flight: Flight, value: object, early: bool, used: float) -> None:
         if early:
-            self.answered_early += 1
             self._finish(flight, None, True)
             return
         if not isinstance(value, str):
@@ -390,6 +393,28 @@ class Flights:
         flight.timers.clear()
 
     # -- what a chain's code asked for -------------------------------------------------------------
+    def _host_calls_now(self, flight: Flight, value: object) -> None:
+        """On the isolate's thread, as a turn's poll answers: sends the host calls it asks for at once,
+        as the loop would once woken (a round trip of this process's threads sooner; the web process
+        starts them that much earlier). Only a poll whose chain goes on asks for any (a finished
+        chain's calls are never made). The loop accounts for them when it reads the same answer; a
+        reply that comes back before that waits in the chain's line, as any entry does."""
+        if self.closed or not isinstance(value, str) or '"member"' not in value:
+            return
+        status: JsonObject = wire.loads(value)
+        if status.get("done") or "missing" in status or status.get("idle") or "fatal" in status:
+            return
+        for item in status.get("out") or []:
+            if "timer" not in item and isinstance(item.get("call"), int):
+                self._call_out(flight, item)
+                flight.sent_early.add(item["call"])   # after: a call that failed to go out is the loop's to send
+                self.called_early += 1
+
+    def _call_out(self, flight: Flight, item: JsonObject) -> None:
+        flight.host_calls += 1
+        uncharged = item.get("member") in UNCHARGED_MEMBERS
+        self.engine.host_call(self, flight, item, HostWait(flight.seq, item["call"], uncharged, time.monotonic()))
+
     def _asked(self, flight: Flight, item: JsonObject) -> None:
         if "timer" in item:
             delay = max(0.0, float(item.get("ms") or 0) / 1000)
@@ -405,11 +430,14 @@ class Flights:
             handle = asyncio.get_running_loop().call_later(delay, fire)
             flight.timers.add(handle)
             return
-        flight.host_calls += 1
-        uncharged = item.get("member") in UNCHARGED_MEMBERS
-        if uncharged:
+        if item.get("member") in UNCHARGED_MEMBERS:
+            # Counted here, on the loop, also when the call went out from the isolate's thread: if its
+            # reply was read first, host_replied took one off, and this evens it.
             flight.uncharged_inflight += 1
-        self.engine.host_call(flight, item, HostWait(flight.seq, item["call"], uncharged, time.monotonic()))
+        if item.get("call") in flight.sent_early:
+            flight.sent_early.discard(item["call"])
+            return
+        self._call_out(flight, item)
 
     def host_replied(self, wait: HostWait, reply: JsonObject) -> None:
         flight = self.flights.get(wait.seq)
@@ -582,7 +610,7 @@ class FlightsOwner(Protocol):
     @property
     def memory(self) -> MemoryBooks: ...
 
-    def host_call(self, flight: Flight, item: JsonObject, wait: HostWait) -> None: ...
+    def host_call(self, flights: Flights, flight: Flight, item: JsonObject, wait: HostWait) -> None: ...
     def held_by(self, account: str | None) -> None: ...
     def turn_ended(self) -> None: ...
     def waiting(self) -> bool: ...

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 MIB = 1024 * 1024
 # Past this share of the process's bound (HUB_ENGINE_MEMORY_MB), or of the isolate's heap limit, after
@@ -76,6 +76,7 @@ class MemoryBooks:
         self.recount: tuple[str, list[str], int] | None = None   # (account, ids, size before) awaiting a collection
         self.charged = 0               # installations charged since the process started (status)
         self.keepers: dict[str, float] = {}   # account -> until when its calls go to the lane (monotonic)
+        self.on_keeper: Callable[[str, float], None] | None = None   # told of each (the shared engines' board)
 
     def rss(self) -> int:
         return int(os.pread(self._statm, 64, 0).split()[1]) * self._page
@@ -124,6 +125,8 @@ class MemoryBooks:
             self.keepers = {a: until for a, until in self.keepers.items() if until > now}
         if len(self.keepers) < MAX_KEEPERS:
             self.keepers[account] = now + KEEPER_SECONDS
+        if self.on_keeper is not None:
+            self.on_keeper(account, KEEPER_SECONDS)
 
     def keeps_memory(self, account: str) -> bool:
         """Whether `account` kept memory here lately (its calls then go to the lane)."""

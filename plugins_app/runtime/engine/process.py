@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import socket
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -39,19 +41,27 @@ MAX_QUEUED = 8               # requests waiting here beyond this are sent elsewh
 
 
 class Client:
-    """One connection from a web process (a thread there): at most one request in flight."""
+    """One connection from a web process (a thread there): at most one request in flight. Frames are
+    sent from the event loop and from the isolate's thread (an answer, a host call), one whole frame
+    at a time."""
 
     def __init__(self, conn: wire.Frames):
         self.conn = conn
         self.closed = False
+        self._sending = threading.Lock()
 
     def send(self, message: JsonObject | bytes) -> None:
         if self.closed:
             return
         try:
-            self.conn.send_bytes(message if isinstance(message, bytes) else wire.dumps(message))
+            self.send_bytes(message if isinstance(message, bytes) else wire.dumps(message))
         except OSError:
             self.closed = True
+
+    def send_bytes(self, data: bytes) -> None:
+        """One frame; raises OSError when the web process is gone."""
+        with self._sending:
+            self.conn.send_bytes(data)
 
 
 class Engine:
@@ -64,6 +74,8 @@ class Engine:
         self.memory_mb = memory_mb
         self.board = board   # a shared engine's seat among the others; the lane and private engines have none
         self.memory = MemoryBooks(engine_memory_mb, memory_mb)
+        if board is not None:
+            self.memory.on_keeper = board.keeper   # the other shared engines send it to the lane too
         # Memory is being counted or looked for: newcomers wait in the queue (a collection takes tens
         # of milliseconds) rather than going to an engine that lacks their state.
         self.relieving = False
@@ -79,10 +91,11 @@ class Engine:
         self.serving: set[asyncio.Task[None]] = set()
         self.code = CodeCache()
         self.host_waiters: dict[int, tuple[Flights, HostWait]] = {}   # host calls awaiting their HOST_REPLY
-        self.next_call = 0
+        self.call_numbers = itertools.count(1)   # host calls' numbers (next() is atomic: two threads draw them)
         self.run_seq = 0
         self.compiles = 0         # compile requests served (a supervisor's compiler engine takes them all)
         self.early_answers = 0    # answers sent on the isolate's thread by isolates since replaced
+        self.early_host_calls = 0  # ...and host calls
         self.replaced = 0
         # Handlers whose compartment this engine's isolate lacked, and of those, the ones whose
         # code its cache lacked too (the web process is asked for them): read through status().
@@ -212,7 +225,8 @@ class Engine:
                 "running": flights.held_account if flights is not None else None,
                 "holding": holder.holder if holder is not None else None, "busy": self._busy(),
                 "chainStarts": self.run_seq, "compiles": self.compiles,
-                "earlyAnswers": self.early_answers + (flights.answered_early if flights is not None else 0),
+                "earlyAnswers": self.early_answers + (flights.queue.answered_early_count() if flights is not None else 0),
+                "earlyHostCalls": self.early_host_calls + (flights.called_early if flights is not None else 0),
                 **self.misses}
 
     # -- admission: a busy engine sends newcomers to another engine ------------------------------
@@ -290,7 +304,7 @@ class Engine:
         """Whether this shared engine sends `job`'s account to the lane for what it keeps (memory.py's
         KEEPER_BYTES): its collections and reliefs then run where no other account waits on them."""
         account = str(job.message.get("account"))
-        if self.board is None or not self.memory.keeps_memory(account):
+        if self.board is None or not (self.memory.keeps_memory(account) or self.board.keeps_memory(account)):
             return False
         # A charge waiting to be told is told here, where it was made (the web side strikes on it).
         handlers = job.message.get("handlers") or []
@@ -414,7 +428,8 @@ class Engine:
         flights, self.flights = self.flights, None
         self.replaced += 1
         if flights is not None:
-            self.early_answers += flights.answered_early
+            self.early_answers += flights.queue.answered_early_count()
+            self.early_host_calls += flights.called_early
         if flights is not None:   # chains parked in it (when it was not their own turn that cost it)
             flights.fail_all(CrashKind.CRASHED.value)
         if old is not None:
@@ -536,13 +551,13 @@ class Engine:
         return await run_chain(self, job)
 
     # -- host calls from JS ------------------------------------------------------------------------
-    def host_call(self, flight: Flight, item: JsonObject, wait: HostWait) -> None:
+    def host_call(self, flights: Flights, flight: Flight, item: JsonObject, wait: HostWait) -> None:
         """Sends a handler's host call to the web process whose request the chain answers; its
-        HOST_REPLY goes back to the chain through its Flights."""
-        self.next_call += 1
-        call = self.next_call
-        assert self.flights is not None
-        self.host_waiters[call] = (self.flights, wait)
+        HOST_REPLY goes back to the chain through `flights`. Called on the event loop or on the
+        isolate's thread (Flights._host_calls_now): the call's number is drawn atomically and its
+        waiter is in place before the frame leaves."""
+        call = next(self.call_numbers)
+        self.host_waiters[call] = (flights, wait)
         flight.job.client.send({"op": Op.HOST.value, "id": flight.job.message.get("id"), "call": call,
                                 "handler": item.get("handler"), "member": item.get("member"),
                                 "args": item.get("args", [])})

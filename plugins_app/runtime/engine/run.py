@@ -172,7 +172,7 @@ def _start(engine: EngineSide, iso: Isolate, job: Job, batch: list[HandlerRef], 
                "seq": seq, "entropy": os.urandom(32).hex()}   # reseeds the isolate's crypto
     answer = None
     if early and req.get("op") == Op.RUN.value:
-        answer = Early(lambda value: _early_bytes(job, value), job.client.conn.send_bytes)
+        answer = Early(lambda value: _early_bytes(job, value), job.client.send_bytes)
     return engine.flights_for(iso).start(job, seq, wire.dumps(payload).decode(), [h["id"] for h in batch],
                                          req["budgetMs"], _cpu_ms(req), answer)
 

@@ -83,10 +83,12 @@ def _v8_call(dll: ctypes.CDLL, symbol: str, restype: Any, *argtypes: Any) -> Any
 
 class Early:
     """How a result may be answered on the isolate's thread: `answer_for(value)` gives the bytes
-    to send (or None to leave the value to the waiting thread), and `send` sends them."""
+    to send (or None to leave the value to the waiting thread), and `send` sends them; `turn`, when
+    set, is given each value not answered so (on that thread too, before the loop is woken)."""
 
     def __init__(self, answer_for: Callable[[object], bytes | None], send: Callable[[bytes], None]):
         self.answer_for, self.send = answer_for, send
+        self.turn: Callable[[object], None] | None = None
 
 
 class _Results:
@@ -100,6 +102,7 @@ class _Results:
         self.items: deque[list[Any]] = deque()
         self.earlies: deque[Early | None] = deque()   # each answered evaluation's, in posting order
         self.on_items: Callable[[], None] | None = None  # called whenever the loop wakes here (its reader)
+        self.answered_early = 0   # values answered on the isolate's thread
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._loop = asyncio.get_running_loop()
@@ -120,10 +123,16 @@ class _Results:
             if answer is not None:
                 item[2] = queued = True
                 self.items.append(item)   # queued before it is sent: once the parent has it, it is here
+                self.answered_early += 1  # ...and counted (a status asked after the answer shows it)
                 try:
                     early.send(answer)
                 except OSError:
                     item[2] = False   # the waiting thread answers (or finds the parent gone)
+            elif item[1] is not _UNCONVERTED and early.turn is not None:
+                try:
+                    early.turn(item[1])
+                except Exception:   # noqa: BLE001 - never on this thread: the loop reads the value as before
+                    pass
         if not queued:
             self.items.append(item)
         os.write(self._wake_w, b".")   # every value wakes the loop: its reader charges the turn's CPU
@@ -233,6 +242,10 @@ class EvalQueue:
         before it is sent: whoever it went to may be back before the event loop has woken."""
         items = self._results.items
         return bool(items) and bool(items[0][2])
+
+    def answered_early_count(self) -> int:
+        """Values answered on the isolate's thread so far."""
+        return self._results.answered_early
 
     def read_with(self, reader: Callable[[], None] | None) -> None:
         """Have the event loop call `reader` right when values arrive (in the wake's own callback, so

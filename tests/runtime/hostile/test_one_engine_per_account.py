@@ -32,6 +32,26 @@ def test_the_board_shows_another_engines_long_chain_of_the_account_and_not_its_o
         os.close(fd)
 
 
+def test_an_account_one_engine_found_keeping_memory_is_seen_by_every_engine_until_its_time_passes(tmp_path):
+    fd = board.create(str(tmp_path / "b"), 3)
+    try:
+        first, second = board.Board(fd, 0), board.Board(fd, 1)
+        first.hold("acct-a")
+        first.keeper("acct-keeper", 0.3)
+        assert second.keeps_memory("acct-keeper") and first.keeps_memory("acct-keeper")
+        assert not second.keeps_memory("acct-a")
+        assert second.held_elsewhere("acct-a", 0)              # the running half of the seat is untouched
+        first.release()
+        assert second.keeps_memory("acct-keeper")              # ...and releasing it keeps the keeper
+        time.sleep(0.35)
+        assert not second.keeps_memory("acct-keeper")          # its minute (here 0.3 s) is over
+        first.keeper("acct-keeper", 60)
+        board.Board(fd, 0)                                     # a restarted engine clears its whole seat
+        assert not second.keeps_memory("acct-keeper")
+    finally:
+        os.close(fd)
+
+
 def test_sleeping_chains_hold_no_engine_and_a_computing_one_is_shown_on_the_board(tmp_path):
     """Issue 38: a chain parked at an await holds nothing, so one account's many sleeping calls stay on
     its home engine (none is busy, nothing spreads to the others), and the board shows an account only
