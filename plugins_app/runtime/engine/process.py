@@ -224,6 +224,7 @@ class Engine:
                 "inFlight": len(flights.flights) if flights is not None else 0,
                 "running": flights.held_account if flights is not None else None,
                 "holding": holder.holder if holder is not None else None, "busy": self._busy(),
+                "heavy": len(flights.heavy) if flights is not None else 0,
                 "chainStarts": self.run_seq, "compiles": self.compiles,
                 "earlyAnswers": self.early_answers + (flights.queue.answered_early_count() if flights is not None else 0),
                 "earlyHostCalls": self.early_host_calls + (flights.called_early if flights is not None else 0),
