@@ -25,6 +25,9 @@ class DatabaseConfig:
     query_deadline_seconds: float = 7.0
     execute_deadline_seconds: float = 2.5   # ...on the execute path, whose statements are all short
     hung_breaker_seconds: float = 1.0      # after a cut-off, round trips fail at once for this long
+    # PostgreSQL: the hub's hot statements (host.kv's) are prepared on each connection; off behind a
+    # pooler in transaction mode, which cannot keep a prepared statement on the session that made it.
+    prepared_statements: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> DatabaseConfig:
@@ -37,7 +40,8 @@ class DatabaseConfig:
                    query_deadline_seconds=env.number("DATABASE_QUERY_DEADLINE_SECONDS",
                                                      statement + 2.0 if statement > 0 else 0.0),
                    execute_deadline_seconds=env.number("DATABASE_EXECUTE_DEADLINE_SECONDS", 2.5),
-                   hung_breaker_seconds=env.number("DATABASE_HUNG_BREAKER_SECONDS", 1.0))
+                   hung_breaker_seconds=env.number("DATABASE_HUNG_BREAKER_SECONDS", 1.0),
+                   prepared_statements=env.flag("DATABASE_PREPARED_STATEMENTS", True))
 
     @staticmethod
     def engine(engine: str) -> str:
@@ -53,6 +57,8 @@ class DatabaseConfig:
                       f"-c lock_timeout={round(self.lock_timeout_seconds * 1000)}")
             options["options"] = f"{server} {options['options']}" if options.get("options") else server
             options.setdefault("connect_timeout", self.connect_timeout_seconds)
+            if not self.prepared_statements:
+                options["prepare_threshold"] = None   # psycopg's "never"; the backend then leaves it so
         elif engine == SQLITE:
             options.setdefault("timeout", self.sqlite_timeout_seconds)
         return options

@@ -114,3 +114,28 @@ def test_a_held_sqlite_write_lock_answers_503_json_within_the_busy_timeout(api_c
     assert response.status_code == 503 and response["Content-Type"].startswith("application/json")
     assert response["Retry-After"] == "5" and seconds < 1.0 + 3, seconds
     assert api_client.patch(f"/api/v1/plugins/{plugin.pk}", {"enabled": False}, format="json").status_code == 200
+
+
+def test_prepared_statements_can_be_turned_off_for_a_pooler():
+    assert "prepare_threshold" not in DatabaseConfig.from_env({}).options(POSTGRESQL, {})
+    off = DatabaseConfig.from_env({"DATABASE_PREPARED_STATEMENTS": "0"})
+    assert off.options(POSTGRESQL, {})["prepare_threshold"] is None
+    assert "prepare_threshold" not in off.options(SQLITE, {})
+    with pytest.raises(ValueError, match="DATABASE_PREPARED_STATEMENTS"):
+        DatabaseConfig.from_env({"DATABASE_PREPARED_STATEMENTS": "sometimes"})
+
+
+@pytest.mark.django_db
+def test_the_backend_prepares_from_the_second_run_unless_the_options_say_never():
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's (DATABASE_URL=postgresql://...)")
+    from middleware_hub.postgresql.base import PREPARE_AFTER_RUNS, DatabaseWrapper
+
+    for options, expected in (({}, PREPARE_AFTER_RUNS), ({"prepare_threshold": None}, None)):
+        wrapper = DatabaseWrapper({**connection.settings_dict, "OPTIONS": {**connection.settings_dict["OPTIONS"],
+                                                                            **options}})
+        try:
+            wrapper.ensure_connection()
+            assert wrapper.connection.prepare_threshold == expected
+        finally:
+            wrapper.close()
