@@ -23,7 +23,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from run import free_port, manage  # noqa: E402  (bench/run.py's: one way to start the API's server here)
 
 TARGET_RATIO = 1.3
 CALLERS = 32
@@ -117,27 +119,16 @@ class _Caller:
         return response.status, json.loads(response.read() or b"{}")
 
 
-def _manage(env: dict, *args: str) -> str:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
-                          capture_output=True, text=True, timeout=120).stdout
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def api_ratio(url: str, calls: int, blocks: int = 8) -> tuple[float, float, float]:
     """The two chains' p50 through the execute API on gunicorn, and their ratio."""
     env = dict(os.environ, DATABASE_URL=url, DJANGO_DEBUG="0", HUB_ENGINE_PROCESSES="1")
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "middleware_hub.wsgi", "-b", f"127.0.0.1:{port}",
                                "-w", "1", "--log-level", "warning"], cwd=ROOT, env=env)
     try:
         callers = {}
         for name, source in (("limited", LIMITED), ("plain", PLAIN)):
-            caller = _Caller(port, _manage(env, "create_api_key", f"bench api {name}").strip().splitlines()[-1])
+            caller = _Caller(port, manage(env, "create_api_key", f"bench api {name}").strip().splitlines()[-1])
             deadline = time.monotonic() + 60
             while True:
                 try:
