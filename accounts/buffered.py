@@ -60,6 +60,10 @@ class BufferedWriter:
         for key, value in prepared:
             self.write_one(key, value)
 
+    def serialize(self, keys: list[Any]) -> None:
+        """Called first in each transaction that writes `keys`: a writer whose rows other processes
+        write too takes a lock here that orders those transactions (none by default)."""
+
     def keep(self, key: Any, value: Any) -> None:
         """Put back what could not be written (called under no lock)."""
         raise NotImplementedError
@@ -83,6 +87,7 @@ class BufferedWriter:
         try:
             prepared = self.prepare(batch)
             with transaction.atomic():
+                self.serialize([key for key, _ in batch])
                 self.write_many(prepared)
             return []
         except BatchConflict:
@@ -93,6 +98,7 @@ class BufferedWriter:
                            exc_info=True)
         try:
             with transaction.atomic():
+                self.serialize([key for key, _ in batch])
                 return [(key, value) for key, value in batch if not self._written(key, value)]
         except Exception:   # the commit failed (a deferred constraint): nothing of the batch was written
             logger.warning("%s: a batch failed at commit; writing its keys one by one", self.thread_name)
@@ -102,6 +108,7 @@ class BufferedWriter:
         """Writes one key under its own atomic block: a savepoint inside a batch, a transaction alone."""
         try:
             with transaction.atomic():
+                self.serialize([key])
                 self.write_one(key, value)
             return True
         except Exception:

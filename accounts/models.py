@@ -168,4 +168,4 @@ class ApiKey(models.Model):
             cursor.executemany(
                 f"UPDATE {table} SET last_used_at = %s WHERE id = %s AND (last_used_at IS NULL OR last_used_at < %s)",
                 [(ops.adapt_datetimefield_value(now), pk, ops.adapt_datetimefield_value(now - LAST_USED_RESOLUTION))
-                 for pk, now in uses])
+                 for pk, now in sorted(uses)])   # by key: concurrent writers lock rows in one order

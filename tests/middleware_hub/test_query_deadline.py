@@ -67,3 +67,28 @@ def test_the_deadline_is_the_contexts_and_the_backend_is_chosen_with_the_databas
     assert config.engine(POSTGRESQL) == DEADLINED_POSTGRESQL and config.engine(SQLITE) == SQLITE
     if connection.vendor == "postgresql":   # the running hub's connection goes through it
         assert settings.DATABASES["default"]["ENGINE"] == DEADLINED_POSTGRESQL
+
+
+@pytest.mark.django_db
+def test_statements_sent_together_each_get_the_deadline_and_are_not_taken_for_a_hung_database():
+    # An executemany is one round trip whose statements the server runs in turn, each within its own
+    # timeouts (a usage flush waiting on rows another process holds). Three statements of 0.4 s under
+    # a 0.6 s deadline were cut off, and the breaker then refused every request of the process.
+    if connection.vendor != "postgresql":
+        pytest.skip("the round-trip deadline is the PostgreSQL backend's")
+    expiries = query_deadline.watchdog.expiries
+    with query_deadline.deadline_for(0.6), connection.cursor() as cursor:
+        started = time.monotonic()
+        cursor.executemany("SELECT pg_sleep(%s)", iter([(0.4,)] * 3))   # any iterable, as Django takes
+        took = time.monotonic() - started
+        cursor.execute("SELECT 1")   # the breaker did not open
+        assert cursor.fetchone() == (1,)
+    assert took >= 1.2 and query_deadline.watchdog.expiries == expiries
+    try:
+        with query_deadline.deadline_for(0.6), connection.cursor() as cursor:   # one statement: still cut off
+            with pytest.raises(DatabaseHung):
+                cursor.execute("SELECT pg_sleep(2)")
+        assert query_deadline.watchdog.expiries == expiries + 1
+    finally:
+        query_deadline.watchdog.hung_until = 0.0   # the breaker it opened, closed for the tests after
+        connection.close()

@@ -78,7 +78,8 @@ class Meter(BufferedWriter):
                 f" skipped = {table}.skipped + excluded.skipped,"
                 f" kv_reads = {table}.kv_reads + excluded.kv_reads, kv_writes = {table}.kv_writes + excluded.kv_writes",
                 [(account_id, slug, hook, connection.ops.adapt_datefield_value(day), *row)
-                 for (account_id, slug, hook, day), row in prepared])
+                 # In key order, so concurrent flushes of two processes lock shared rows in one order.
+                 for (account_id, slug, hook, day), row in sorted(prepared, key=lambda item: item[0])])
 
     def keep(self, key, value) -> None:
         with self._lock:

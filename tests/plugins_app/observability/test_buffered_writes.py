@@ -1,9 +1,10 @@
 """Metering and latency flushes: keys written in batches, one commit each, a failed key kept alone."""
 
+import threading
 import time
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from accounts import buffered
@@ -107,7 +108,8 @@ def test_a_latency_batch_is_a_few_statements_and_merges_into_the_rows_there(acco
     recorder._pending[(account.pk, "slowpoke", "systemPrompt", later)] = window_of([0.5], status="error")
     with CaptureQueriesContext(connection) as captured:
         assert recorder.flush() == 3
-    assert len(_statements(captured)) == 3
+    # The read, the updates, the inserts; on PostgreSQL first the account's flush lock.
+    assert len(_statements(captured)) == 3 + (connection.vendor == "postgresql")
     rows = {(r.hook, r.resolution, r.start.minute if r.resolution == "minute" else None): r
             for r in LatencyHistogram.objects.filter(account=account)}
     day = rows[("systemPrompt", "day", None)]
@@ -194,3 +196,45 @@ def test_a_key_written_alone_merges_into_a_row_created_between_its_read_and_its_
     with transaction.atomic():   # as a flush writes one key
         recorder.write_one(key, window)
     assert {r.runs for r in LatencyHistogram.objects.filter(account=account)} == {2}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_flushes_of_one_account_in_two_processes_at_once_never_deadlock(account, writers, caplog):
+    # Two processes' flushes of one account meet on its hour and day rows, one updating what the other
+    # creates: hundreds of deadlocks (and each batch written again key by key) in a minute of load on
+    # two hubs. Each flush here has its own connection, as each process does.
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has one writer: its flushes never wait on each other's rows")
+    recorders = [writers(LatencyRecorder), writers(LatencyRecorder)]
+    base = int(time.time() // 60) - 3 * 24 * 60   # three days back: minutes within two hours
+    rounds, plugins = 12, ["a", "b", "c"]
+    start = threading.Barrier(2)
+
+    def flush_rounds(recorder: LatencyRecorder, order: list[str]) -> None:
+        def conflicted(prepared):   # as when another process merged into a row since it was read
+            raise buffered.BatchConflict("a row changed since read")
+
+        recorder.write_many = conflicted   # so each batch goes key by key, in the order it was kept
+        try:
+            for n in range(rounds):
+                minute = base + n
+                for plugin in order:   # the two in opposite orders
+                    recorder._pending[(account.pk, plugin, "systemPrompt", minute)] = window_of([1.0])
+                    recorder._pending[(account.pk, plugin, "systemPrompt", minute + 61)] = window_of([1.0])
+                start.wait(10)
+                recorder.flush()
+        finally:
+            connections.close_all()
+
+    with caplog.at_level("INFO"):
+        threads = [threading.Thread(target=flush_rounds, args=(r, o)) for r, o in
+                   zip(recorders, [plugins, plugins[::-1]], strict=True)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    messages = [r.getMessage() + (r.exc_text or "") for r in caplog.records if r.levelno >= 30]
+    assert not any("deadlock" in m for m in messages), messages[:3]
+    for plugin in plugins:   # and nothing lost: every run in its day row
+        days = LatencyHistogram.objects.filter(account=account, plugin_slug=plugin, resolution="day")
+        assert sum(day.runs for day in days) == 2 * 2 * rounds
