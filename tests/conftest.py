@@ -29,6 +29,19 @@ SERVICE_MARKERS = {
 }
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """What this process's buffered writers still hold is rows of tests whose accounts were rolled back
+    or dropped with the test database: let go, so the exit's flush does not write them to a database
+    that no longer has them (each failing, and logged to a stream pytest has already closed)."""
+    from accounts import key_use
+    from plugins_app.services.observability import latency, metering
+    from plugins_app.services.versions import recording
+
+    for writer in (key_use.recorder, latency.recorder, metering.meter, recording.recorder):
+        with writer._lock:
+            writer.take_pending()
+
+
 def pytest_collection_modifyitems(config, items):
     for marker, (variable, binary) in SERVICE_MARKERS.items():
         if os.environ.get(variable) or (binary and os.path.exists(binary)):
