@@ -518,21 +518,39 @@ def run_clients(hub: Hub, specs: list[dict], seconds: float) -> tuple[list[dict]
 
 
 class Memory:
-    """The hub's process tree (gunicorn master, workers, supervisor, engines), summed VmRSS."""
+    """The hub's process tree (gunicorn master, workers, supervisor, engines): summed VmRSS, and the CPU
+    its processes spent between the first sample and the last (the cost of a call, whatever admission
+    lets through: the rates alone move with the machine's noise)."""
+
+    TICK = os.sysconf("SC_CLK_TCK")
 
     def __init__(self, hub: Hub):
         assert hub.server is not None
         self.master = hub.server.pid
         self.peak = 0
         self.parts: dict = {}
+        self._ticks: dict[int, tuple[str, int, int]] = {}   # pid -> (part, ticks at first sight, ticks now)
 
     def sample(self, pids: list[int]) -> None:
         parts = {"web": 0, "engines": 0}
         for pid in pids:
-            parts["engines" if "plugins_app.runtime" in cmdline(pid) else "web"] += rss_kib(pid)
+            part = "engines" if "plugins_app.runtime" in cmdline(pid) else "web"
+            parts[part] += rss_kib(pid)
+            fields = _stat(pid)
+            if fields:
+                ticks = int(fields[11]) + int(fields[12])   # utime + stime
+                first = self._ticks.get(pid, (part, ticks, ticks))[1]
+                self._ticks[pid] = (part, first, ticks)
         total = parts["web"] + parts["engines"]
         if total > self.peak:
             self.peak, self.parts = total, parts
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds spent by the web processes and the engines while watched."""
+        spent = {"web": 0.0, "engines": 0.0}
+        for part, first, now in self._ticks.values():
+            spent[part] += (now - first) / self.TICK
+        return spent
 
     def watch(self, procs: list[subprocess.Popen], deadline: float) -> None:
         pids: list[int] = []
@@ -601,6 +619,12 @@ class Bench:
                                   len(self.quiet_names), 0.0, seconds)
             quiet_fig.rss_peak_kib, quiet_fig.rss_parts = memory.peak, memory.parts
         print_phase(load, quiet_fig, stats, cpu / seconds, server_cpu / seconds)
+        answered = sum(c.ok for c in calls + quiet_calls)
+        if answered:
+            hub_cpu = memory.cpu_seconds()
+            per_call = {k: v * 1000 / answered for k, v in hub_cpu.items()}
+            print(f"    hub CPU per answered call: {sum(per_call.values()):.1f} ms (web {per_call['web']:.1f}, "
+                  f"engines {per_call['engines']:.1f}); {sum(hub_cpu.values()) / seconds:.0%} of a core", flush=True)
         if refused := sum(r["refused"] for r in results):
             print(f"    {refused} connection(s) could not be opened before the start (opened again at their first call)")
         for status, body in sorted({k: v for r in results for k, v in r["samples"].items()}.items()):

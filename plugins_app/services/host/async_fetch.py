@@ -41,11 +41,13 @@ def _tls() -> ssl.SSLContext:
     return system_trust()
 
 
-def _client(scheme: str) -> httpx.AsyncClient:
+def _client() -> httpx.AsyncClient:
     """A client for one request: no proxies from the environment, no redirects, no connection kept
     (each fetch connects to the address it checked, as the sync one does)."""
+    # The one context made at start, for http too (unused there): `verify=False` has httpx build an
+    # SSLContext for every client, a fifth of a host call's CPU in a web worker (py-spy, bench/io.py).
     return httpx.AsyncClient(
-        transport=httpx.AsyncHTTPTransport(verify=_tls() if scheme == "https" else False, trust_env=False,
+        transport=httpx.AsyncHTTPTransport(verify=_tls(), trust_env=False,
                                            limits=httpx.Limits(max_keepalive_connections=0)),
         trust_env=False, follow_redirects=False)
 
@@ -65,7 +67,7 @@ async def fetch_url_async(url: str, method: str = "GET", headers: dict | None = 
                                              sync_fetch.text_body(body))
     payload = sync_fetch.payload_of(body)
     deadline = time.monotonic() + sync_fetch.time_limit()   # as the sync fetch's: from here, before connecting
-    async with _client(parts.scheme) as client:
+    async with _client() as client:
         return await _exchange(client, parts.scheme, hostname, port, target, method, headers, payload,
                                addresses, deadline)
 
