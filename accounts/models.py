@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
+from .key_lookup import lookup as key_lookup
+
 KEY_SCHEME = "mh"
 PREFIX_LENGTH = 8
 SECRET_LENGTH = 32
@@ -145,7 +147,7 @@ class ApiKey(models.Model):
         prefix = parse_key(raw_key)
         if prefix is None:
             return None
-        api_key = cls.objects.active().select_related("account").filter(prefix=prefix).first()
+        api_key = key_lookup.active_key(prefix)   # one written statement (key_lookup.py says why)
         if api_key is None or not hmac.compare_digest(api_key.hashed, hash_key(raw_key)):
             return None
         return api_key

@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.test import APIClient
 from rest_framework.views import APIView
 
+from accounts.key_use import recorder as key_use
 from accounts.models import ApiKey
 from accounts.permissions import HasAccountKey
 
@@ -88,3 +89,28 @@ def test_successful_requests_record_last_use_once_per_minute(account, django_ass
     with django_assert_num_queries(1):
         assert _get(f"Bearer {raw}").status_code == 200
     assert ApiKey.objects.get(pk=api_key.pk).last_used_at == first_use
+
+
+def test_the_lookup_gives_what_the_orm_gives_in_one_statement(account, other_account, django_assert_num_queries):
+    # accounts/key_lookup.py writes the statement itself: every field of the key and of its account
+    # must come back as the ORM's queryset would give it (SQLite's datetimes are text until converted).
+    api_key, raw = ApiKey.issue(account, name="ci")
+    ApiKey.issue(other_account)
+    _get(f"Bearer {raw}")   # a use noted and written: last_used_at is a datetime, not NULL
+    key_use.flush()
+    expected = ApiKey.objects.select_related("account").get(pk=api_key.pk)
+    assert expected.last_used_at is not None
+    with django_assert_num_queries(1):
+        found = ApiKey.lookup(raw)
+    assert found is not None and found.account is not None
+    for model_instance, orm in ((found, expected), (found.account, expected.account)):
+        for field in type(orm)._meta.concrete_fields:
+            assert getattr(model_instance, field.attname) == getattr(orm, field.attname), field.name
+        assert not model_instance._state.adding and model_instance._state.db == "default"
+    assert found.account.name == account.name and found.account.pk != other_account.pk
+    account.name = "renamed"
+    account.save()
+    assert ApiKey.lookup(raw).account.name == "renamed"   # nothing of the account kept between calls
+    assert ApiKey.lookup(raw[:-1] + ("a" if raw[-1] != "a" else "b")) is None
+    api_key.revoke()
+    assert ApiKey.lookup(raw) is None
