@@ -45,7 +45,7 @@ def _client() -> httpx.AsyncClient:
     """A client for one request: no proxies from the environment, no redirects, no connection kept
     (each fetch connects to the address it checked, as the sync one does)."""
     # The one context made at start, for http too (unused there): `verify=False` has httpx build an
-    # SSLContext for every client, a fifth of a host call's CPU in a web worker (py-spy, bench/io.py).
+    # SSLContext for every client, a quarter of a fetch's samples in a web worker (py-spy, bench/io.py).
     return httpx.AsyncClient(
         transport=httpx.AsyncHTTPTransport(verify=_tls(), trust_env=False,
                                            limits=httpx.Limits(max_keepalive_connections=0)),
