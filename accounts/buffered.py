@@ -98,17 +98,18 @@ class BufferedWriter:
                            exc_info=True)
         try:
             with transaction.atomic():
-                self.serialize([key for key, _ in batch])
-                return [(key, value) for key, value in batch if not self._written(key, value)]
+                self.serialize([key for key, _ in batch])   # once, for every key's savepoint below
+                return [(key, value) for key, value in batch if not self._written(key, value, serialized=True)]
         except Exception:   # the commit failed (a deferred constraint): nothing of the batch was written
             logger.warning("%s: a batch failed at commit; writing its keys one by one", self.thread_name)
             return [(key, value) for key, value in batch if not self._written(key, value)]
 
-    def _written(self, key: Any, value: Any) -> bool:
+    def _written(self, key: Any, value: Any, serialized: bool = False) -> bool:
         """Writes one key under its own atomic block: a savepoint inside a batch, a transaction alone."""
         try:
             with transaction.atomic():
-                self.serialize([key])
+                if not serialized:   # a transaction of its own: its lock is its own to take
+                    self.serialize([key])
                 self.write_one(key, value)
             return True
         except Exception:
