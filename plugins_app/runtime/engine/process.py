@@ -561,7 +561,7 @@ class Engine:
         self.host_waiters[call] = (flights, wait)
         flight.job.client.send({"op": Op.HOST.value, "id": flight.job.message.get("id"), "call": call,
                                 "handler": item.get("handler"), "member": item.get("member"),
-                                "args": item.get("args", [])})
+                                "args": item.get("args", []), "at": wait.started})
 
 
 def _say(job: Job, op: Op) -> None:

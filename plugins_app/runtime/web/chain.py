@@ -30,6 +30,12 @@ QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts
 HELD_BACK_WARNING = "skipped: another call of this handler has held its engine for over a second"
 SKIPPED = "skipped"   # left out before the engine: the plugin's matcher did not hold (`reason` says so)
 NOT_RUN = ("quarantined", SKIPPED)   # statuses of handlers that did not run: never metered or timed
+# A handler that timed out while the hub itself kept its host calls for at least this share of its
+# budget (the web process's queue and lag under overload, never the awaited service) is not charged:
+# its timeout counts towards no quarantine. A healthy hub keeps a host call a few milliseconds.
+HUB_HELD_SHARE = 0.1
+HUB_HELD_WARNING = "; the hub itself kept its host calls {ms:.0f} ms, so this timeout is not counted against it"
+MISBEHAVIOUR_CRASHES = {CrashKind.WEDGED.value, CrashKind.MEMORY.value}   # count towards quarantine, as timeouts do
 MISSING_TRIES = 3   # requests sent again, with the code, to engines that answer that they lack it
 
 
@@ -72,6 +78,12 @@ class HandlerTrace:
     state_reset: str | None = None   # why its module state started afresh, when another's fault made it
     at: JsonObject | None = None     # {"line", "column"} in the author's source where it failed
     reason: str | None = None        # why a `skipped` handler was left out: "match" (its matcher did not hold)
+    hub_held_ms: float = 0.0         # a timeout the hub's own delays made (HUB_HELD_SHARE): not the plugin's
+
+    @property
+    def misbehaved(self) -> bool:
+        """Whether this entry is a timeout or crash of the plugin's own making (strikes count these)."""
+        return (self.status == "timeout" and not self.hub_held_ms) or self.crash in MISBEHAVIOUR_CRASHES
 
     @property
     def engine_restarted(self) -> bool:
@@ -206,7 +218,7 @@ def chain_steps(tier: CodeBook, account_key: str, spec: HookSpec, handlers: list
     if "loadError" in reply:
         return _finish(spec, context, dict(context), None, _skipped(spec, handlers, held_back + [
             _load_failed(h, reply) for h in runnable], context, trace_values, now))
-    trace = held_back + [_trace(spec, by_id[t["id"]], t) for t in reply["trace"]]
+    trace = held_back + [_trace(spec, by_id[t["id"]], t, budget_ms) for t in reply["trace"]]
     cancellation = None
     if cancelled := reply.get("cancellation"):
         cancellation = _cancellation(runnable[cancelled["index"]], cancelled)
@@ -320,7 +332,7 @@ def _finish(spec: HookSpec, original: JsonObject, current: JsonObject, cancellat
     return ChainResult(spec.name, outcome, current, spec.value_of(current), cancellation, trace)
 
 
-def _trace(spec: HookSpec, handler: Handler, t: TraceEntry) -> HandlerTrace:
+def _trace(spec: HookSpec, handler: Handler, t: TraceEntry, budget_ms: int) -> HandlerTrace:
     logs = t.get("logs") or []
     if t.get("logsDropped"):
         logs = logs + [{"level": "warn", "message": f"{t['logsDropped']} more log lines dropped", "at": None}]
@@ -330,9 +342,14 @@ def _trace(spec: HookSpec, handler: Handler, t: TraceEntry) -> HandlerTrace:
     if t["status"] in FAILED_STATUSES:   # rare: a map is read only for a handler that failed
         at = positions.locate(handler.code_hash, handler.code, spec.name, t["status"], t.get("at"))
         warning = positions.described(warning, at)
+    held = float(t.get("hubHeldMs") or 0)
+    if t["status"] != "timeout" or t.get("crash") or held < budget_ms * HUB_HELD_SHARE:
+        held = 0.0
+    elif warning:
+        warning += HUB_HELD_WARNING.format(ms=held)
     return HandlerTrace(handler.installation_id, handler.plugin, t["status"], bool(t.get("changed")),
                         float(t.get("durationMs") or 0), warning or t.get("stateReset"), logs,
-                        t.get("crash"), value=value, state_reset=t.get("stateReset"), at=at)
+                        t.get("crash"), value=value, state_reset=t.get("stateReset"), at=at, hub_held_ms=held)
 
 
 def _warning(t: TraceEntry) -> str | None:

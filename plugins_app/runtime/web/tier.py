@@ -17,7 +17,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,9 @@ class Exchange:
     sent: bool = False
     queued: bool = False   # the engine said the request waits in line, and has not said it started since
     heard: bool = False    # any frame of this request came back (it was read, at least)
+    # Seconds this process kept each handler's host calls (by handler id) before acting on them or
+    # sending their answers: the hub's own delay, which the result carries as hubHeldMs.
+    held: dict[str, float] = field(default_factory=dict)
 
     def note(self, reply: JsonObject) -> None:
         op = reply.get("op")
@@ -114,6 +117,21 @@ class Exchange:
             self.queued = True
         elif op == Op.STARTED.value:
             self.queued = False
+        elif op == Op.HOST.value:
+            # The engine stamps a host call with its monotonic clock (the machine's, shared by its
+            # processes) as it sends it: the frame waited since in the socket, in the loop's lag and in
+            # the admission gate while this call took its place again.
+            sent_at = reply.get("at")
+            if isinstance(sent_at, float) and reply.get("id") == self.request_id:
+                self.hold(reply.get("handler"), time.monotonic() - sent_at)
+        elif self.held and self.is_result(reply):
+            for entry in reply.get("trace") or []:
+                if isinstance(entry, dict) and entry.get("id") in self.held:
+                    entry["hubHeldMs"] = round(self.held[entry["id"]] * 1000, 1)
+
+    def hold(self, handler: object, seconds: float) -> None:
+        if isinstance(handler, str) and seconds > 0:
+            self.held[handler] = self.held.get(handler, 0.0) + seconds
 
     def is_result(self, reply: JsonObject) -> bool:
         """A frame that ends the request (not QUEUED, STARTED, HOST or SLOW)."""
@@ -256,7 +274,7 @@ class EngineLink:
                 exchange.note(reply)
                 if op == Op.HOST.value:
                     self.conn.send_bytes(host_reply(reply, exchange.stray_host_call(reply)
-                                                    or self._answer(reply, on_host, waiting)))
+                                                    or self._answer(reply, on_host, waiting, exchange)))
                 elif op == Op.SLOW.value:
                     if on_slow is not None:
                         on_slow(reply["handler"])
@@ -286,13 +304,17 @@ class EngineLink:
                 raise down
 
     @staticmethod
-    def _answer(call: JsonObject, on_host: HostHandler | None, waiting: Waiting | None) -> JsonObject:
+    def _answer(call: JsonObject, on_host: HostHandler | None, waiting: Waiting | None,
+                exchange: Exchange) -> JsonObject:
         if on_host is None:
             return {"ok": False, "error": "no host here"}
         if waiting is None:
             return on_host(call)
         with waiting():   # host calls mostly wait on I/O (fetch, LLM, SSH)
-            return on_host(call)
+            answer = on_host(call)
+            done = time.monotonic()
+        exchange.hold(call.get("handler"), time.monotonic() - done)   # the place taken again: the hub's wait
+        return answer
 
     def alive(self) -> bool:
         """Whether the engine process this link reached still runs (an exited one is replaced on the

@@ -15,7 +15,6 @@ from plugins_app.services.execution.observers import ChainRun
 from plugins_app.services.plugins import chains, strike_book
 from plugins_app.services.plugins import installations as plugins
 
-MISBEHAVIOUR_CRASHES = {"wedged", "memory"}   # crash kinds that count towards quarantine (with timeouts)
 MISBEHAVIOURS = {"timeout": "timed out", "wedged": "wedged its engine", "memory": "ran out of memory"}
 MAX_STRIKES_KEPT = 10
 REASON_CHARS = 500
@@ -41,7 +40,7 @@ def observe_chain(run: ChainRun) -> None:
             if t.quarantined_until is not None:   # not for a call held back behind a running one
                 note_quarantine_skip(run.account, t.installation_id, run.spec.name, t.plugin,
                                      until=t.quarantined_until)
-        elif t.status == "timeout" or t.crash in MISBEHAVIOUR_CRASHES:
+        elif t.misbehaved:
             if record_misbehaviour(run.account.pk, t.installation_id, t.crash or "timeout", t.warning or ""):
                 if _on_quarantined is not None:
                     _on_quarantined()
