@@ -444,3 +444,17 @@ def test_https_is_verified_for_the_urls_name_on_the_checked_address(tls_site, db
     with pytest.raises(HostError, match="CERTIFICATE_VERIFY_FAILED|certificate|hostname"):
         asyncio.run(fetch_url_async(f"https://127.0.0.1:{server.port}/echo"))
     assert [r.path for r in server.requests] == ["/echo"]
+
+
+@pytest.mark.django_db
+def test_a_header_http_cannot_carry_is_refused_before_connecting_and_latin1_is_sent_as_the_sync_one_sends_it(
+        site, local_allowed):
+    with pytest.raises(HostError, match="not valid HTTP.*nothing was sent"):
+        asyncio.run(fetch_url_async(f"{site.url}/echo", "GET", {"X-Note": "a\r\nInjected: yes"}))
+    with pytest.raises(HostError, match="not valid HTTP"):
+        asyncio.run(fetch_url_async(f"{site.url}/echo", "GET", {"X-Note": "snow ☃"}))
+    assert site.requests == []
+    args = (f"{site.url}/echo", "GET", {"X-Note": "café"}, None)
+    assert fetch_url(*args)["status"] == asyncio.run(fetch_url_async(*args))["status"] == 201
+    first, second = site.requests
+    assert second.headers["X-Note"] == first.headers["X-Note"]
