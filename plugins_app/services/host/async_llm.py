@@ -1,9 +1,14 @@
 """host.llm and host.decide for async runs: llm.py's request, answer reading, key redaction and
-decision matching (its pure parts), with the chat completion POSTed over httpx on the event loop."""
+decision matching (its pure parts), with the chat completion POSTed over httpx on the event loop.
+
+The LLM endpoint is the operator's one, the same for every call: each event loop keeps one client, and
+its connections stay open between calls. A call to a provider over TLS then skips the TCP and TLS
+handshakes, a round trip or three of the wait every host.llm and host.decide used to pay."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import httpx
 
@@ -15,6 +20,29 @@ from plugins_app.services.host.async_fetch import system_trust
 from plugins_app.services.host.llm import MAX_RESPONSE_BYTES
 
 ERROR_BYTES = 64 * 1024   # of an error answer, read for its message (as llm.py reads it)
+# Connections kept open to the endpoint between calls; more calls at once open more, closed after.
+KEPT_CONNECTIONS = 32
+KEPT_SECONDS = 30.0
+
+_clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+_clients_lock = threading.Lock()
+
+
+def _client() -> httpx.AsyncClient:
+    """This event loop's client (its connections belong to the loop). The environment's proxies are
+    honoured, as urllib's opener honours them for the sync call, and the system's trust store is
+    urllib's too; a redirect is not followed (an answer of its own: "answered HTTP 3xx")."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        with _clients_lock:
+            for stale in [other for other in _clients if other.is_closed()]:
+                del _clients[stale]
+            client = _clients[loop] = httpx.AsyncClient(
+                trust_env=True, follow_redirects=False, verify=system_trust(),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEPT_CONNECTIONS,
+                                    keepalive_expiry=KEPT_SECONDS))
+    return client
 
 
 async def complete_async(messages: list[dict], options: dict | None = None, *, member_name: str = "llm") -> str:
@@ -29,13 +57,10 @@ async def complete_async(messages: list[dict], options: dict | None = None, *, m
 async def _complete(messages: list[dict], options: dict | None, member_name: str) -> str:
     url, body, headers = sync_llm.chat_request(messages, options, member_name)
     limit = sync_llm.time_limit()
-    # The environment's proxies are honoured, as urllib's opener honours them for the sync call, and
-    # the system's trust store is urllib's too; a redirect is not followed (an answer of its own:
-    # "answered HTTP 3xx").
     try:
-        async with asyncio.timeout(limit), httpx.AsyncClient(trust_env=True, follow_redirects=False, timeout=limit,
-                                                             verify=system_trust()) as client:
-            request = client.build_request("POST", url, content=body, headers=headers)
+        async with asyncio.timeout(limit):
+            client = _client()
+            request = client.build_request("POST", url, content=body, headers=headers, timeout=limit)
             del request.headers["Accept-Encoding"]   # identity, as urllib asks: the cap counts bytes as sent
             response = await client.send(request, stream=True)
             try:

@@ -458,3 +458,23 @@ def test_a_header_http_cannot_carry_is_refused_before_connecting_and_latin1_is_s
     assert fetch_url(*args)["status"] == asyncio.run(fetch_url_async(*args))["status"] == 201
     first, second = site.requests
     assert second.headers["X-Note"] == first.headers["X-Note"]
+
+
+def test_the_async_llm_keeps_its_connection_to_the_endpoint_between_calls(settings):
+    # An endpoint that keeps connections open (HTTP/1.1, as providers do): three calls on one event loop
+    # reach it over one connection, so a provider over TLS is shaken hands with once, not per call.
+    connections = []
+    server = StubServer(lambda req: json_answer(200, {"choices": [{"message": {"content": "fine"}}]}))
+    handler = server.server.RequestHandlerClass
+    handler.protocol_version = "HTTP/1.1"
+    handler.setup = lambda self, setup=handler.setup: (connections.append(self.client_address), setup(self))[1]
+    settings.HUB_HOST = replace(settings.HUB_HOST, llm_base_url=server.url, llm_api_key="sk-test", llm_model="m")
+
+    async def three_calls():
+        return [await complete_async([{"role": "user", "content": f"call {i}"}]) for i in range(3)]
+    try:
+        assert asyncio.run(three_calls()) == ["fine"] * 3
+        assert len(server.requests) == 3
+        assert len(connections) == 1
+    finally:
+        server.close()
