@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from plugins_app.runtime import pulse
@@ -26,6 +27,9 @@ from plugins_app.runtime.protocol import TierLayout
 
 logger = logging.getLogger(__name__)
 LANE_NICE = 10   # the lane's engine yields the CPU to the shared engines under load
+WATCH_SECONDS = 0.05
+# A look that comes this much later than WATCH_SECONDS means this process was not running meanwhile.
+MISSED_WATCH_SECONDS = 1.0
 
 
 class Slot:
@@ -131,9 +135,20 @@ class Supervisor:
         return self
 
     def _watch(self) -> None:
-        while not self._stopping.wait(0.05):
+        # An engine's silence is judged only over time this thread watched: when it stood still itself
+        # (SIGSTOP, a machine frozen or starved for seconds), every engine stood still with it, and the
+        # first look after would take all of them for hung. Each then has the whole limit again.
+        watching_since = last = time.monotonic()
+        while not self._stopping.wait(WATCH_SECONDS):
+            now = time.monotonic()
+            if now - last > MISSED_WATCH_SECONDS:
+                logger.warning("the engine supervisor stood still for %.1f s; judging its engines' silence afresh",
+                               now - last)
+                watching_since = now
+            last = now
+            judging = now - watching_since >= self.hung_seconds
             for slot in self.all_slots:
-                if slot.hung(self.hung_seconds) and not self._stopping.is_set():
+                if judging and slot.hung(self.hung_seconds) and not self._stopping.is_set():
                     # Its own pulse stopped (stopped, hung in its loop): replacing it is this process's
                     # call alone, never a web process's, which only stops waiting for it.
                     logger.warning("hook engine %s stopped beating for %.0f s; replacing it",
@@ -196,10 +211,11 @@ def main() -> None:
     parser.add_argument("--lane", type=int, default=config.lane_processes)
     parser.add_argument("--isolate-memory-mb", type=int, default=config.isolate_memory_mb)
     parser.add_argument("--engine-memory-mb", type=int, default=config.engine_memory_mb)
+    parser.add_argument("--hung-seconds", type=float, default=pulse.HUNG_SECONDS, help=argparse.SUPPRESS)   # tests
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="[engines] %(message)s")
     supervisor = Supervisor(args.directory, args.engines, args.lane, memory_mb=args.isolate_memory_mb,
-                            engine_memory_mb=args.engine_memory_mb).start()
+                            engine_memory_mb=args.engine_memory_mb, hung_seconds=args.hung_seconds).start()
     layout = Path(args.directory) / "tier.json"
     layout.write_text(json.dumps(supervisor.describe()))
     stop = threading.Event()

@@ -259,6 +259,39 @@ def test_a_frozen_supervisor_whose_engine_dies_meanwhile_costs_its_accounts_seco
     assert tier.ping(dead)["pid"] != dead_pid
 
 
+def test_a_supervisor_that_stood_still_with_its_engine_does_not_take_the_engine_for_hung(tmp_path):
+    # A machine frozen or starved for longer than the hung limit stops the supervisor and its engines
+    # alike. Thawed, the supervisor looks first (the engine a moment later here): the engine's silence
+    # was the supervisor's own, and it must not replace the engine (and lose its accounts' state).
+    directory = tmp_path / "engines"
+    proc = subprocess.Popen([sys.executable, "-m", "plugins_app.runtime.engine.supervisor", str(directory),
+                             "--engines", "1", "--lane", "0", "--hung-seconds", "1.5"],
+                            cwd=PROJECT_ROOT, start_new_session=True)
+    try:
+        wait_until(lambda: (directory / "tier.json").exists(), 60, "the supervisor's tier.json")
+        tier = tier_from_directory(directory)
+        [address] = tier.engines
+        wait_until(lambda: _beating(address), 60, "the engine to beat")
+        engine_pid = tier.ping(address)["pid"]
+        os.kill(proc.pid, signal.SIGSTOP)
+        os.kill(engine_pid, signal.SIGSTOP)
+        time.sleep(3.5)   # past the 1.5 s limit, twice over
+        os.kill(proc.pid, signal.SIGCONT)
+        time.sleep(0.5)   # the supervisor looks while the engine is still stopped
+        os.kill(engine_pid, signal.SIGCONT)
+        time.sleep(2.5)   # past the limit again, counted from the thaw: the engine beats meanwhile
+        assert state(engine_pid) not in ("gone", "Z")
+        assert tier.ping(address)["pid"] == engine_pid
+        # A silence the supervisor watched the whole time still counts: the engine stopped alone goes.
+        os.kill(engine_pid, signal.SIGSTOP)
+        wait_until(lambda: state(engine_pid) in ("gone", "Z"), 30, "the supervisor to replace the stopped engine")
+        tier.shutdown()
+    finally:
+        os.killpg(proc.pid, signal.SIGCONT)
+        proc.terminate()
+        proc.wait(30)
+
+
 # -- issue 39, item 1: a handler's own long wait ------------------------------------------------------
 
 SSH_WAITER = """
