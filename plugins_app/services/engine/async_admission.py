@@ -9,7 +9,6 @@ import fcntl
 import logging
 import math
 import os
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from plugins_app.services.engine.machine_places import (
     Place,
     _lock,
 )
+from plugins_app.services.per_loop import PerLoop
 
 log = logging.getLogger(__name__)
 
@@ -269,30 +269,25 @@ class AsyncOpenGate:
         return 0
 
 
-# One gate per event loop: its futures belong to that loop (a server runs one; tests may run several).
-_gates: dict[asyncio.AbstractEventLoop, AsyncFairGate | AsyncOpenGate] = {}
-_gates_lock = threading.Lock()
+def _new_gate(loop: asyncio.AbstractEventLoop) -> AsyncFairGate | AsyncOpenGate:
+    from plugins_app.services.engine import admission
+
+    capacity, per_account = admission.gate_limits()
+    if min(capacity, per_account) == math.inf:
+        return AsyncOpenGate()
+    shed_after = settings.HUB_ADMISSION.shed_after
+    lag = LoopLag(loop).behind_now if shed_after > 0 else None
+    return AsyncFairGate(capacity, per_account, on_wait=admission._on_wait, machine=_machine_places(per_account),
+                         on_rest=admission._on_rest, shed_after=shed_after, on_shed=admission._on_shed, lag=lag)
+
+
+# One gate per event loop: its futures belong to that loop.
+_gates: PerLoop[AsyncFairGate | AsyncOpenGate] = PerLoop(_new_gate)
 
 
 def get_gate() -> AsyncFairGate | AsyncOpenGate:
     """This event loop's gate, with the limits and metrics hooks of admission.get_gate()."""
-    from plugins_app.services.engine import admission
-
-    loop = asyncio.get_running_loop()
-    gate = _gates.get(loop)
-    if gate is None:
-        with _gates_lock:
-            for stale in [other for other in _gates if other.is_closed()]:
-                del _gates[stale]
-            capacity, per_account = admission.gate_limits()
-            shed_after = settings.HUB_ADMISSION.shed_after
-            lag = LoopLag(loop).behind_now if shed_after > 0 and min(capacity, per_account) < math.inf else None
-            gate = _gates[loop] = (
-                AsyncFairGate(capacity, per_account, on_wait=admission._on_wait,
-                              machine=_machine_places(per_account), on_rest=admission._on_rest,
-                              shed_after=shed_after, on_shed=admission._on_shed, lag=lag)
-                if min(capacity, per_account) < math.inf else AsyncOpenGate())
-    return gate
+    return _gates.get()
 
 
 def waiting() -> contextlib.AbstractAsyncContextManager[None]:

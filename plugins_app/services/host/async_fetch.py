@@ -108,7 +108,7 @@ async def _connected(scheme: str, hostname: str, port: int, addresses: list[ssrf
         except TimeoutError:
             last_error = None
             break
-        except (OSError, ssl.SSLError) as exc:   # nothing sent: the next address
+        except OSError as exc:   # nothing sent (a refused connection, a certificate): the next address
             last_error = exc
     shown = "timed out" if last_error is None else str(last_error)
     raise HostError(f"host.fetch: could not connect to {hostname}:{port}: {shown}")
@@ -129,7 +129,7 @@ async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
                 head = await _next(conn, reader)
     except TimeoutError:
         raise HostError(f"host.fetch: {hostname} failed: timed out") from None
-    except (OSError, h11.ProtocolError, ssl.SSLError) as exc:
+    except (OSError, h11.ProtocolError) as exc:
         raise HostError(f"host.fetch: {hostname} failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(head, h11.Response):
         raise HostError(f"host.fetch: {hostname} failed: the connection closed before an answer")
@@ -165,7 +165,7 @@ async def _read_body(conn: h11.Connection, reader: asyncio.StreamReader, hostnam
                     break
     except TimeoutError:
         raise HostError("host.fetch: the response did not arrive within the time limit") from None
-    except (OSError, h11.ProtocolError, ssl.SSLError) as exc:
+    except (OSError, h11.ProtocolError) as exc:
         raise HostError(f"host.fetch: {hostname} failed: {type(exc).__name__}: {exc}") from None
     return b"".join(chunks)
 

@@ -8,7 +8,6 @@ handshakes, a round trip or three of the wait every host.llm and host.decide use
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import httpx
 
@@ -18,31 +17,23 @@ from plugins_app.services.execution.host_bridge import HostCall
 from plugins_app.services.host import llm as sync_llm
 from plugins_app.services.host.async_fetch import system_trust
 from plugins_app.services.host.llm import MAX_RESPONSE_BYTES
+from plugins_app.services.per_loop import PerLoop
 
 ERROR_BYTES = 64 * 1024   # of an error answer, read for its message (as llm.py reads it)
 # Connections kept open to the endpoint between calls; more calls at once open more, closed after.
 KEPT_CONNECTIONS = 32
 KEPT_SECONDS = 30.0
 
-_clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
-_clients_lock = threading.Lock()
+def _new_client(loop: asyncio.AbstractEventLoop) -> httpx.AsyncClient:
+    """A loop's client (its connections belong to the loop). The environment's proxies are honoured,
+    as urllib's opener honours them for the sync call, and the system's trust store is urllib's too; a
+    redirect is not followed (an answer of its own: "answered HTTP 3xx")."""
+    return httpx.AsyncClient(trust_env=True, follow_redirects=False, verify=system_trust(),
+                             limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEPT_CONNECTIONS,
+                                                 keepalive_expiry=KEPT_SECONDS))
 
 
-def _client() -> httpx.AsyncClient:
-    """This event loop's client (its connections belong to the loop). The environment's proxies are
-    honoured, as urllib's opener honours them for the sync call, and the system's trust store is
-    urllib's too; a redirect is not followed (an answer of its own: "answered HTTP 3xx")."""
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None:
-        with _clients_lock:
-            for stale in [other for other in _clients if other.is_closed()]:
-                del _clients[stale]
-            client = _clients[loop] = httpx.AsyncClient(
-                trust_env=True, follow_redirects=False, verify=system_trust(),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEPT_CONNECTIONS,
-                                    keepalive_expiry=KEPT_SECONDS))
-    return client
+_clients: PerLoop[httpx.AsyncClient] = PerLoop(_new_client)
 
 
 async def complete_async(messages: list[dict], options: dict | None = None, *, member_name: str = "llm") -> str:
@@ -59,7 +50,7 @@ async def _complete(messages: list[dict], options: dict | None, member_name: str
     limit = sync_llm.time_limit()
     try:
         async with asyncio.timeout(limit):
-            client = _client()
+            client = _clients.get()
             request = client.build_request("POST", url, content=body, headers=headers, timeout=limit)
             del request.headers["Accept-Encoding"]   # identity, as urllib asks: the cap counts bytes as sent
             response = await client.send(request, stream=True)
