@@ -24,6 +24,7 @@ ERROR_BYTES = 64 * 1024   # of an error answer, read for its message (as llm.py 
 KEPT_CONNECTIONS = 32
 KEPT_SECONDS = 30.0
 
+
 def _new_client(loop: asyncio.AbstractEventLoop) -> httpx.AsyncClient:
     """A loop's client (its connections belong to the loop). The environment's proxies are honoured,
     as urllib's opener honours them for the sync call, and the system's trust store is urllib's too; a

@@ -9,7 +9,10 @@ from django.utils import timezone
 
 from accounts.models import Account
 from plugins_app.models import HandlerWarning, Installation, Plugin
+from plugins_app.runtime.tables.hooks import HOOKS
+from plugins_app.runtime.web.chain import ChainResult, HandlerTrace
 from plugins_app.services.execution import quarantine
+from plugins_app.services.execution.observers import ChainRun
 
 pytestmark = pytest.mark.django_db
 
@@ -242,15 +245,11 @@ def test_later_skips_in_one_cool_down_ask_the_database_nothing(account, slowpoke
 
 
 def _run_with(account, entry):
-    from plugins_app.runtime.tables.hooks import HOOKS
-    from plugins_app.runtime.web.chain import ChainResult
-    from plugins_app.services.execution.observers import ChainRun
     result = ChainResult("systemPrompt", "unchanged", {}, "", None, [entry])
     return ChainRun(account, HOOKS["systemPrompt"], {}, result, hop=0, turn_id="t")
 
 
 def test_a_timeout_the_hub_made_by_keeping_host_calls_strikes_nobody(account, slowpoke):
-    from plugins_app.runtime.web.chain import HandlerTrace
     held = HandlerTrace(str(slowpoke.pk), "slowpoke", "timeout", False, 5000.0, "no result", hub_held_ms=3100.0)
     own = replace(held, hub_held_ms=0.0)
     quarantine.observe_chain(_run_with(account, held))
