@@ -100,9 +100,12 @@ class Pulse:
         return self.read()[1] == STARTING
 
     def quiet_for(self, now: float | None = None) -> float:
-        """Seconds since the last beat (0 while starting, or never stamped)."""
+        """Seconds since the last beat (0 while starting, or never stamped); negative when it beat
+        after `now`. The clock is read before the pulse, so a reader delayed in between sees less
+        silence, never more."""
+        now = now if now is not None else time.monotonic()
         _, state, stamp = self.read()
-        return (now if now is not None else time.monotonic()) - stamp if state == BEATING else 0.0
+        return now - stamp if state == BEATING else 0.0
 
     def close(self) -> None:
         self._map.close()

@@ -65,15 +65,17 @@ class Slot:
         self.pulse.starting(self.proc.pid)
         self.starts += 1
 
-    def hung(self, hung_seconds: float) -> bool:
-        """Whether its running engine's pulse says it stopped: no beat for `hung_seconds`, or still
-        not beating well past the start's grace."""
+    def hung(self, hung_seconds: float, now: float) -> bool:
+        """Whether its running engine's pulse says it stopped: no beat for `hung_seconds` before `now`,
+        or still not beating well past the start's grace. `now` is read before the pulse: a look that
+        stalls between the two (its process starved or stopped) then sees a beat from after `now`,
+        never a gap that was the supervisor's own."""
         if self.proc is None or self.proc.poll() is not None:
             return False
         _, state, _ = self.pulse.read()
         if state == pulse.STARTING:
-            return self.pulse.silent()
-        return self.pulse.quiet_for() > hung_seconds
+            return self.pulse.silent(now)
+        return self.pulse.quiet_for(now) > hung_seconds
 
     def kill_hung(self) -> None:
         """Ends an engine that stopped beating (the watch starts another when it sees it gone)."""
@@ -148,11 +150,12 @@ class Supervisor:
             last = now
             judging = now - watching_since >= self.hung_seconds
             for slot in self.all_slots:
-                if judging and slot.hung(self.hung_seconds) and not self._stopping.is_set():
+                if judging and slot.hung(self.hung_seconds, now) and not self._stopping.is_set():
                     # Its own pulse stopped (stopped, hung in its loop): replacing it is this process's
                     # call alone, never a web process's, which only stops waiting for it.
-                    logger.warning("hook engine %s stopped beating for %.0f s; replacing it",
-                                   slot.path.name, slot.pulse.quiet_for())
+                    logger.warning("hook engine %s stopped beating for %.1f s (%s); replacing it",
+                                   slot.path.name, slot.pulse.quiet_for(now),
+                                   "not started" if slot.pulse.is_starting() else "was beating")
                     slot.kill_hung()
                 if slot.proc is not None and slot.proc.poll() is not None and not self._stopping.is_set():
                     logger.warning("hook engine %s exited (%s); starting another", slot.path.name, slot.proc.returncode)

@@ -292,6 +292,35 @@ def test_a_supervisor_that_stood_still_with_its_engine_does_not_take_the_engine_
         proc.wait(30)
 
 
+def test_a_supervisor_stalled_in_the_middle_of_a_look_does_not_take_its_beating_engine_for_hung(tmp_path):
+    # The supervisor's thread can be held up between reading an engine's pulse and reading the clock (its
+    # process starved of CPU or of memory, a long GIL hold in the process it lives in). A beat it read
+    # before the stall is then old by the stall's length: that silence was the supervisor's, not the engine's.
+    supervisor = Supervisor(tmp_path / "engines", engines=1, lane=0, hung_seconds=1.5).start()
+    tier = tier_for(supervisor.describe())
+    [slot] = supervisor.slots
+    try:
+        pid = tier.ping(tier.engines[0])["pid"]
+        wait_until(lambda: _beating(tier.engines[0]), 60, "the engine to beat")
+        time.sleep(1.6)   # the supervisor judges silences by now (it has watched for the whole limit)
+        real_read, stalls = slot.pulse.read, []
+
+        def read_then_stall():
+            record = real_read()
+            if len(stalls) < 2:   # one look reads the pulse twice (its state, then its stamp)
+                time.sleep(2.5)   # past the 1.5 s limit, while the engine beats on
+                stalls.append(record)
+            return record
+
+        slot.pulse.read = read_then_stall
+        wait_until(lambda: len(stalls) == 2, 10, "the supervisor's stalled look")
+        time.sleep(0.5)   # its verdict, and the looks after
+        assert supervisor.hung_kills() == 0 and tier.ping(tier.engines[0])["pid"] == pid
+    finally:
+        tier.shutdown()
+        supervisor.stop()
+
+
 # -- issue 39, item 1: a handler's own long wait ------------------------------------------------------
 
 SSH_WAITER = """
