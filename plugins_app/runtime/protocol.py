@@ -103,7 +103,7 @@ class TraceEntry(TypedDict, total=False):
     stateReset: str         # why its module state is new: dropped or lost with an isolate (not its fault)
     context: JsonObject     # the value after this handler (traceValues only)
     at: JsonObject | None   # {"line", "column"} in the compiled code where a thrown error was raised
-    hubHeldMs: float        # added by the web process: how long it kept this handler's host calls
+    hubHeldMs: float        # how long the hub kept a timed-out handler waiting: the engine for its thread, the web process its host calls
 
 
 class RunResult(TypedDict, total=False):

@@ -5,6 +5,7 @@ Real engines; the hub's delay is the `waiting` context's return taking long, as 
 
 import asyncio
 import contextlib
+import threading
 import time
 
 from plugins_app.runtime.tables.hooks import HOOKS
@@ -81,3 +82,50 @@ def test_the_hub_keeping_host_calls_is_not_charged_to_the_plugin_sync(pool, make
     assert slow.status == "timeout"
     assert slow.hub_held_ms == 0.0 and slow.misbehaved
 
+
+
+# -- the engine's own line: a handler ready to go on while another chain holds the isolate's thread -----
+
+QUICK_THEN_SLOW = ("globalThis.middleware.systemPrompt = async (c) => {"
+                   " await host.llm('quick'); await host.llm('slow'); return c.systemPrompt + '!'; };")
+COMPUTES_1200_MS = ("globalThis.middleware.systemPrompt = (c) => {"
+                    " const end = Date.now() + 1200; while (Date.now() < end) {} return c.systemPrompt + '?'; };")
+
+
+def test_a_reply_kept_waiting_for_the_isolates_thread_is_not_charged_to_the_plugin(one_engine, make_handler):
+    # One engine, one isolate: the victim's quick reply arrives while another account's handler computes
+    # for 1.2 s (within its own budgets), so the victim goes on only after its 900 ms budget has passed.
+    # Its timeout is the engine's delay: the trace says so and no strike falls on it. Alone, the same
+    # handler times out on the slow call only, and that one is its own.
+    _, tier = one_engine
+    victim, hog = make_handler(QUICK_THEN_SLOW), make_handler(COMPUTES_1200_MS)
+
+    def run_victim(account, on_quick=None):
+        def host(h, member, args):
+            if args == ["quick"]:
+                if on_quick is not None:
+                    on_quick()
+                return "ok"
+            time.sleep(1.5)   # past the budget: a slow service
+            return "late"
+        return run_chain(tier, account, HOOKS["systemPrompt"], [victim], PROMPT_CONTEXT, host=host,
+                         budget_ms=BUDGET_MS).trace[0]
+
+    alone = run_victim("acct-line-alone")
+    assert alone.status == "timeout" and alone.hub_held_ms == 0.0 and alone.misbehaved
+
+    hogged = []
+
+    def start_the_hog():
+        thread = threading.Thread(target=lambda: hogged.append(run_chain(
+            tier, "acct-line-hog", HOOKS["systemPrompt"], [hog], PROMPT_CONTEXT, budget_ms=3000, cpu_ms=3000)))
+        thread.start()
+        hogged.append(thread)
+        time.sleep(0.3)   # its turn holds the isolate's thread when the quick reply goes back
+
+    kept = run_victim("acct-line-victim", on_quick=start_the_hog)
+    hogged[0].join(30)
+    assert hogged[1].value == "base?"   # the other account's computation ran to its end
+    assert kept.status == "timeout"
+    assert kept.hub_held_ms >= 500 and not kept.misbehaved, kept
+    assert "not counted against it" in kept.warning

@@ -49,6 +49,8 @@ YIELD_TURNS = 4              # newcomers' turns a chain's next entry lets go fir
 # A handler that has computed this long in short turns (a thousand timers, say) makes its engine busy
 # while its chain takes turns: newcomers go to another engine rather than taking turns between its own.
 HEAVY_CPU_SECONDS = 0.05
+# Entries that make a parked chain ready to go on: what it awaited has arrived.
+READY_ENTRIES = frozenset({"reply", "fire"})
 
 # A handler stopped in place (its turn terminated; the isolate and the chains parked in it go on).
 STOPPED_WARNING = "never yielded within {budget} ms (it was stopped; the chains beside it went on)"
@@ -97,6 +99,12 @@ class Flight:
     early: Early | None = None
     # Host calls (their JS call ids) already sent from the isolate's thread, for the loop to account for.
     sent_early: set[int] = field(default_factory=set)
+    # The engine's own delay: seconds the current handler was ready to go on (a host reply or a timer
+    # in) while the isolate's thread ran other chains, and since when it is ready now. A timeout it
+    # had a share in is marked for the web process (hubHeldMs), so no strike falls on the plugin.
+    line_seconds: float = 0.0
+    ready_since: float | None = None
+    hub_held: dict[str, float] = field(default_factory=dict)   # handler id -> seconds, at its expiry
 
 
 @dataclass
@@ -142,6 +150,8 @@ class Flights:
             return
         flight = self.flights.get(seq)
         if flight is not None:
+            if entry in READY_ENTRIES and flight.ready_since is None:
+                flight.ready_since = time.monotonic()
             if flight.posted:
                 flight.pending.append((entry, this))
                 return
@@ -234,7 +244,7 @@ class Flights:
                 value, early = None, False
             cpu = self.queue.cpu_mark
             used, self.cpu_mark = cpu - self.cpu_mark, cpu
-            self.turn_started = time.monotonic()
+            began, self.turn_started = self.turn_started, time.monotonic()
             if self.terminating is not None:
                 self.terminating = None
                 self.queue.cancel_termination()
@@ -249,7 +259,7 @@ class Flights:
                 self._lost(CrashKind.MEMORY.value, seq)
                 return
             try:
-                self._answered(seq, value, early, used)
+                self._answered(seq, value, early, used, began)
             except Exception:   # a fault here must cost one chain, never the engine
                 log.exception("engine: a chain's answer could not be read")
                 flight = self.flights.pop(seq, None)
@@ -289,15 +299,21 @@ class Flights:
         self.cpu_mark = self.queue.cpu_mark
         self.turn_started = time.monotonic()
 
-    def _answered(self, seq: int, value: object, early: bool, used: float) -> None:
+    def _answered(self, seq: int, value: object, early: bool, used: float, began: float) -> None:
+        """`began`: when the isolate's thread took this turn (the turn before it answered then)."""
         flight = self.flights.get(seq)
         if flight is None:
             return   # a poll for a chain already answered: what its code asked for is never served
         flight.posted = False
+        if flight.ready_since is not None:   # it was ready from then, and waited for the thread till `began`
+            flight.line_seconds += max(0.0, began - flight.ready_since)
+            flight.ready_since = None
         try:
             self._take(flight, value, early, used)
         finally:
             if flight.seq in self.flights and not flight.posted:
+                if any(name in READY_ENTRIES for name, _ in flight.pending):
+                    flight.ready_since = time.monotonic()   # arrived during its own turn: ready from its end
                 if flight.pending:
                     flight.posted = True
                     if self.engine.waiting():
@@ -351,8 +367,8 @@ class Flights:
             self._finish(flight, status, False)
             return
         index = status["index"]
-        if index != flight.index:   # a new handler: its CPU and uncharged waits count from zero
-            flight.index, flight.cpu, flight.uncharged_seconds = index, 0.0, 0.0
+        if index != flight.index:   # a new handler: its CPU and its waits count from zero
+            flight.index, flight.cpu, flight.uncharged_seconds, flight.line_seconds = index, 0.0, 0.0, 0.0
             flight.slow_noticed = False
             # The turn may have run the handlers before it too: of its CPU, this handler is charged
             # no more than the time since it started (one thread's CPU can't outrun the clock).
@@ -378,6 +394,11 @@ class Flights:
         self._watching()
 
     def _finish(self, flight: Flight, status: JsonObject | None, early: bool) -> None:
+        if status is not None and flight.hub_held:
+            for entry in status.get("trace") or []:
+                held = flight.hub_held.get(str(entry.get("id"))) if isinstance(entry, dict) else None
+                if held and entry.get("status") == "timeout":
+                    entry["hubHeldMs"] = round(held * 1000, 1)
         self.flights.pop(flight.seq, None)
         self.heavy.discard(flight.seq)
         self._disarm(flight)
@@ -472,6 +493,10 @@ class Flights:
         if flight.expired_index == flight.index:
             return
         flight.expired_index = flight.index
+        held = flight.line_seconds + (time.monotonic() - flight.ready_since if flight.ready_since is not None else 0.0)
+        if not cpu and held > 0:
+            flight.hub_held[flight.handler_ids[flight.index]] = held
+            flight.early = None   # its answer goes through this loop, where its trace can say so
         # Its timers go with its invocation: no need to post them one by one for the harness to drop.
         flight.pending = deque(p for p in flight.pending if p[0] != "fire")
         self._post("expire", wire.dumps([flight.seq, flight.index, flight.cpu_ms if cpu else 0]).decode(),

@@ -127,7 +127,8 @@ class Exchange:
         elif self.held and self.is_result(reply):
             for entry in reply.get("trace") or []:
                 if isinstance(entry, dict) and entry.get("id") in self.held:
-                    entry["hubHeldMs"] = round(self.held[entry["id"]] * 1000, 1)
+                    # Beside what the engine kept the handler waiting for its thread, if anything.
+                    entry["hubHeldMs"] = round(float(entry.get("hubHeldMs") or 0) + self.held[entry["id"]] * 1000, 1)
 
     def hold(self, handler: object, seconds: float) -> None:
         if isinstance(handler, str) and seconds > 0:
