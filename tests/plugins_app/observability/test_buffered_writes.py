@@ -14,6 +14,8 @@ from plugins_app.services.observability.metering import Meter
 
 from .test_latency import traces, window_of
 
+pytestmark = pytest.mark.usefixtures("within_one_minute")   # runs are recorded against the clock
+
 MISSING_ACCOUNT = 987_654_321
 
 

@@ -15,6 +15,8 @@ from plugins_app.services.observability.latency import LatencyRecorder, Window
 
 from ..conftest import PROMPT, appender
 
+pytestmark = pytest.mark.usefixtures("within_one_minute")   # runs are recorded against the clock
+
 REL_ERROR = (latency.GROWTH - 1) / 2   # a bucket midpoint is at most half a step off
 
 
