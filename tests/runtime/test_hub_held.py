@@ -114,18 +114,17 @@ def test_a_reply_kept_waiting_for_the_isolates_thread_is_not_charged_to_the_plug
     alone = run_victim("acct-line-alone")
     assert alone.status == "timeout" and alone.hub_held_ms == 0.0 and alone.misbehaved
 
-    hogged = []
+    hog_results = []
+    hog_thread = threading.Thread(target=lambda: hog_results.append(run_chain(
+        tier, "acct-line-hog", HOOKS["systemPrompt"], [hog], PROMPT_CONTEXT, budget_ms=3000, cpu_ms=3000)))
 
     def start_the_hog():
-        thread = threading.Thread(target=lambda: hogged.append(run_chain(
-            tier, "acct-line-hog", HOOKS["systemPrompt"], [hog], PROMPT_CONTEXT, budget_ms=3000, cpu_ms=3000)))
-        thread.start()
-        hogged.append(thread)
+        hog_thread.start()
         time.sleep(0.3)   # its turn holds the isolate's thread when the quick reply goes back
 
     kept = run_victim("acct-line-victim", on_quick=start_the_hog)
-    hogged[0].join(30)
-    assert hogged[1].value == "base?"   # the other account's computation ran to its end
+    hog_thread.join(30)
+    assert [r.value for r in hog_results] == ["base?"]   # the other account's computation ran to its end
     assert kept.status == "timeout"
     assert kept.hub_held_ms >= 500 and not kept.misbehaved, kept
     assert "not counted against it" in kept.warning

@@ -312,9 +312,9 @@ class Flights:
             self._take(flight, value, early, used)
         finally:
             if flight.seq in self.flights and not flight.posted:
-                if any(name in READY_ENTRIES for name, _ in flight.pending):
-                    flight.ready_since = time.monotonic()   # arrived during its own turn: ready from its end
                 if flight.pending:
+                    if any(name in READY_ENTRIES for name, _ in flight.pending):
+                        flight.ready_since = time.monotonic()   # arrived during its own turn: ready from its end
                     flight.posted = True
                     if self.engine.waiting():
                         # Requests wait in the engine's line, and a chain starts only on an idle

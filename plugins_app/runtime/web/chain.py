@@ -30,11 +30,12 @@ QUARANTINE_WARNING = "skipped: quarantined until {until} after repeated timeouts
 HELD_BACK_WARNING = "skipped: another call of this handler has held its engine for over a second"
 SKIPPED = "skipped"   # left out before the engine: the plugin's matcher did not hold (`reason` says so)
 NOT_RUN = ("quarantined", SKIPPED)   # statuses of handlers that did not run: never metered or timed
-# A handler that timed out while the hub itself kept its host calls for at least this share of its
-# budget (the web process's queue and lag under overload, never the awaited service) is not charged:
-# its timeout counts towards no quarantine. A healthy hub keeps a host call a few milliseconds.
+# A handler that timed out while the hub itself kept it waiting for at least this share of its budget
+# (its host calls in the web process's queue and lag under overload, its replies on the engine's line
+# behind other chains; never the awaited service) is not charged: its timeout counts towards no
+# quarantine. A healthy hub keeps a handler waiting a few milliseconds.
 HUB_HELD_SHARE = 0.1
-HUB_HELD_WARNING = "; the hub itself kept its host calls {ms:.0f} ms, so this timeout is not counted against it"
+HUB_HELD_WARNING = "; the hub itself kept it waiting {ms:.0f} ms, so this timeout is not counted against it"
 MISBEHAVIOUR_CRASHES = {CrashKind.WEDGED.value, CrashKind.MEMORY.value}   # count towards quarantine, as timeouts do
 MISSING_TRIES = 3   # requests sent again, with the code, to engines that answer that they lack it
 
